@@ -1,0 +1,43 @@
+"""The API table: which (api key, version range) coterie answers, and with what.
+
+ApiVersions advertises exactly this table, so the table is the single place where support
+for an API or version is declared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from coterie.broker.handlers import api_versions, fetch, metadata, offsets, produce, topics
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Callable[..., Any]
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+API_VERSIONS = 18
+
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        Api(0, "Produce", 3, 12, produce.handle),
+        Api(1, "Fetch", 4, 16, fetch.handle),
+        Api(2, "ListOffsets", 1, 8, offsets.list_offsets),
+        Api(3, "Metadata", 0, 13, metadata.handle),
+        Api(18, "ApiVersions", 0, 3, api_versions.handle),
+        Api(19, "CreateTopics", 2, 7, topics.create_topics),
+        Api(20, "DeleteTopics", 1, 6, topics.delete_topics),
+        Api(23, "OffsetForLeaderEpoch", 2, 4, offsets.offset_for_leader_epoch),
+        Api(37, "CreatePartitions", 0, 3, topics.create_partitions),
+    )
+}

@@ -1,0 +1,114 @@
+"""Broker settings: Kafka's property names, a properties file, and command-line overrides.
+
+Settings are kept as the raw `key=value` strings Kafka operators already write, so the same
+file can carry log settings (`log.segment.bytes`, ...) that coterie.log reads by their own
+names. The handful the broker itself needs are exposed as typed properties with Kafka's
+defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "socket.request.max.bytes": str(100 * 1024 * 1024),
+    "auto.create.topics.enable": "true",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "log.retention.check.interval.ms": str(5 * 60 * 1000),
+    "log.flush.scheduler.interval.ms": "1000",
+    "queued.max.requests": "500",
+}
+
+
+class ConfigError(ValueError):
+    """A setting has a value coterie cannot use."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java-style `.properties` text (`key=value` or `key: value`, `#`/`!` comments)."""
+    props: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, _, value = line.partition(sep)
+                props[key.strip()] = value.strip()
+                break
+        else:
+            props[line] = ""
+    return props
+
+
+@dataclass
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    data_dir: Path = Path("./data")
+    props: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, host: str, port: int, data_dir: Path, config_file: Path | None = None,
+             overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+        props = dict(DEFAULTS)
+        if config_file is not None:
+            try:
+                props.update(parse_properties(config_file.read_text()))
+            except OSError as e:
+                raise ConfigError(f"cannot read config file {config_file}: {e.strerror}") from e
+        props.update(overrides or {})
+        cfg = cls(host=host, port=port, data_dir=data_dir, props=props)
+        cfg.validate()
+        return cfg
+
+    def get_int(self, key: str) -> int:
+        value = self.props.get(key, DEFAULTS.get(key, ""))
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"{key}={value!r} is not an integer") from None
+
+    def get_bool(self, key: str) -> bool:
+        value = self.props.get(key, DEFAULTS.get(key, "false")).lower()
+        if value not in ("true", "false"):
+            raise ConfigError(f"{key}={value!r} is not true or false")
+        return value == "true"
+
+    def validate(self) -> None:
+        for key in ("node.id", "socket.request.max.bytes", "num.partitions",
+                    "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms"):
+            self.get_int(key)
+        self.get_bool("auto.create.topics.enable")
+        if self.num_partitions <= 0:
+            raise ConfigError(f"num.partitions must be positive, got {self.num_partitions}")
+        if self.socket_request_max_bytes <= 0:
+            raise ConfigError("socket.request.max.bytes must be positive")
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    @property
+    def socket_request_max_bytes(self) -> int:
+        return self.get_int("socket.request.max.bytes")
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return self.get_bool("auto.create.topics.enable")
+
+    @property
+    def num_partitions(self) -> int:
+        return self.get_int("num.partitions")
+
+    @property
+    def advertised_host(self) -> str:
+        return self.props.get("advertised.host", self.host)
+
+    @property
+    def advertised_port(self) -> int:
+        return int(self.props.get("advertised.port", self.port))

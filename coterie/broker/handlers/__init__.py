@@ -1,0 +1,1 @@
+"""One module per Kafka API family; each exposes plain functions `(ctx, request) -> response`."""

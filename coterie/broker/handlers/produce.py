@@ -1,0 +1,68 @@
+"""Produce v3+: append the client's record batches as they are, with offsets assigned.
+
+The broker checks each batch's header and CRC (coterie.log.batch) and rewrites only the base
+offset and leader epoch; the records inside are never decoded. On one node acks=1 and
+acks=all mean the same thing: appended to the local log. acks=0 gets no response at all.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coterie.broker.context import RequestContext
+from coterie.broker.handlers.metadata import LEADER_EPOCH
+from coterie.log.errors import CorruptRecordError, RecordTooLargeError
+
+log = logging.getLogger("coterie.produce")
+
+
+def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any) -> dict:
+    broker = ctx.broker
+    part = broker.logs.partition(topic, index)
+    if part is None:
+        return {"index": index, "error_code": ErrorCode.unknown_topic_or_partition,
+                "base_offset": -1, "log_start_offset": -1}
+    if not records:
+        return {"index": index, "error_code": ErrorCode.corrupt_message, "base_offset": -1,
+                "log_start_offset": part.log_start_offset,
+                "error_message": "produce request carries no record batches"}
+    try:
+        info = part.append(records, LEADER_EPOCH, broker.now_ms())
+    except CorruptRecordError as e:
+        log.warning("rejected batch from %s for %s-%d: %s", ctx.who, topic, index, e)
+        return {"index": index, "error_code": ErrorCode.corrupt_message, "base_offset": -1,
+                "log_start_offset": part.log_start_offset, "error_message": str(e)}
+    except RecordTooLargeError as e:
+        return {"index": index, "error_code": ErrorCode.message_too_large, "base_offset": -1,
+                "log_start_offset": part.log_start_offset, "error_message": str(e)}
+    broker.waiters.notify(topic, index)
+    return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,
+            "log_append_time": info.log_append_time_ms,
+            "log_start_offset": part.log_start_offset}
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = request.acks
+    responses = []
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        if acks not in (0, 1, -1):
+            results = [{"index": p.index, "error_code": ErrorCode.invalid_required_acks,
+                        "base_offset": -1, "log_start_offset": -1}
+                       for p in topic_data.partition_data]
+        elif request.transactional_id is not None:
+            results = [{"index": p.index,
+                        "error_code": ErrorCode.transactional_id_authorization_failed,
+                        "base_offset": -1, "log_start_offset": -1,
+                        "error_message": "coterie does not support transactions yet"}
+                       for p in topic_data.partition_data]
+        else:
+            results = [_partition_result(ctx, name, p.index, p.records)
+                       for p in topic_data.partition_data]
+        responses.append({"name": name, "partition_responses": results})
+    if acks == 0:
+        return None
+    return ctx.respond({"responses": responses})

@@ -1,0 +1,225 @@
+"""The asyncio broker: sockets in, handlers, responses out.
+
+Each connection is served by one coroutine that reads frames and answers them strictly in
+order, one at a time, as Kafka does (a client may pipeline many requests; they wait in the
+socket buffer and are answered in the order sent). A parked fetch therefore holds back only
+its own connection.
+
+Failure containment: a frame above `socket.request.max.bytes`, an undecodable frame or an
+unknown API key closes that one connection; a handler bug answers nothing and closes that
+connection, logging the traceback; no error in one connection touches another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import inspect
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from coterie.log.manager import LogManager, TopicInfo
+from kio.schema.errors import ErrorCode
+
+from coterie.broker.apis import API_VERSIONS, APIS, Api
+from coterie.broker.config import BrokerConfig
+from coterie.broker.context import RequestContext
+from coterie.broker.handlers.api_versions import unsupported_version_answer
+from coterie.broker.waiters import FetchWaiters
+from coterie.wire.build import build, field_names
+from coterie.wire.codec import (
+    DecodeError,
+    decode_request,
+    encode_response,
+    peek_header,
+    response_schema,
+)
+from coterie.wire.framing import FrameBuffer, FrameTooLarge
+
+log = logging.getLogger("coterie.broker")
+
+READ_CHUNK = 256 * 1024
+
+
+class CloseConnection(Exception):
+    """Raised inside request handling when the connection must be dropped."""
+
+
+def _load_cluster_id(data_dir: Path) -> str:
+    """Read or create `meta.properties`, which pins the cluster id across restarts."""
+    meta = data_dir / "meta.properties"
+    if meta.exists():
+        for line in meta.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    tmp = meta.with_suffix(".tmp")
+    tmp.write_text(f"version=1\ncluster.id={cluster_id}\n")
+    tmp.replace(meta)
+    return cluster_id
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.apis: dict[int, Api] = APIS
+        self.waiters = FetchWaiters()
+        self.logs: LogManager = LogManager.open(config.data_dir, config.props, self.now_ms())
+        self.cluster_id = _load_cluster_id(config.data_dir)
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._connections: set[asyncio.Task] = set()
+
+    @staticmethod
+    def now_ms() -> int:
+        return time.time_ns() // 1_000_000
+
+    # -- topic operations shared by several handlers ---------------------------------------
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        info = self.logs.create_topic(name, partitions, configs, self.now_ms())
+        log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        self.logs.delete_topic(name)
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, total: int) -> None:
+        self.logs.create_partitions(name, total, self.now_ms())
+        log.info("topic %s now has %d partitions", name, total)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._serve_connection, self.config.host, self.config.port,
+            limit=READ_CHUNK, reuse_address=True,
+        )
+        self._tasks.append(asyncio.create_task(self._housekeeping()))
+        log.info("coterie listening on %s:%d (node %d, cluster %s, data %s)",
+                 self.config.host, self.config.port, self.config.node_id, self.cluster_id,
+                 self.config.data_dir)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[1]
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in [*self._tasks, *self._connections]:
+            task.cancel()
+        for task in [*self._tasks, *self._connections]:
+            with contextlib.suppress(BaseException):
+                await task
+        self.logs.close()
+
+    async def _housekeeping(self) -> None:
+        """Retention and time-based flushing, on Kafka's check intervals."""
+        retention_every = self.config.get_int("log.retention.check.interval.ms") / 1000
+        flush_every = self.config.get_int("log.flush.scheduler.interval.ms") / 1000
+        next_retention = time.monotonic() + retention_every
+        while True:
+            await asyncio.sleep(min(flush_every, retention_every))
+            now = self.now_ms()
+            try:
+                self.logs.maybe_flush(now)
+                if time.monotonic() >= next_retention:
+                    next_retention = time.monotonic() + retention_every
+                    self.logs.enforce_retention(now)
+            except Exception:
+                log.exception("housekeeping failed")
+
+    # -- connections ---------------------------------------------------------------------
+    async def _serve_connection(self, reader: asyncio.StreamReader,
+                                writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        peer_info = writer.get_extra_info("peername")
+        peer = f"{peer_info[0]}:{peer_info[1]}" if peer_info else "?"
+        frames = FrameBuffer(self.config.socket_request_max_bytes)
+        log.debug("connection from %s", peer)
+        try:
+            while True:
+                data = await reader.read(READ_CHUNK)
+                if not data:
+                    break
+                frames.feed(data)
+                while (frame := frames.next_frame()) is not None:
+                    out = await self._handle_frame(frame, peer)
+                    if out is not None:
+                        writer.write(out)
+                await writer.drain()
+        except FrameTooLarge as e:
+            log.warning("closing connection from %s: %s", peer, e)
+        except CloseConnection as e:
+            log.warning("closing connection from %s: %s", peer, e)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            log.debug("connection from %s closed", peer)
+
+    async def _handle_frame(self, frame: bytes, peer: str) -> bytes | None:
+        try:
+            head = peek_header(frame)
+        except DecodeError as e:
+            raise CloseConnection(str(e)) from e
+        who = f"{head.client_id or '-'}@{peer}"
+        api = self.apis.get(head.api_key)
+        if api is None:
+            raise CloseConnection(f"{who} sent unknown api_key={head.api_key}")
+        if not api.supports(head.api_version):
+            return self._unsupported_version(api, head, who)
+        try:
+            request = decode_request(frame, head.api_key, head.api_version)
+        except DecodeError as e:
+            raise CloseConnection(f"{who}: {e}") from e
+        log.debug("%s -> %s v%d corr=%d", who, api.name, head.api_version, head.correlation_id)
+        ctx = RequestContext(self, head.api_key, head.api_version, head.correlation_id,
+                             head.client_id, peer)
+        try:
+            response = api.handler(ctx, request)
+            if inspect.isawaitable(response):
+                response = await response
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("%s: %s v%d handler failed", who, api.name, head.api_version)
+            raise CloseConnection(f"internal error answering {api.name}: {e!r}") from e
+        if response is None:
+            return None
+        return encode_response(head.correlation_id, response)
+
+    def _unsupported_version(self, api: Api, head: Any, who: str) -> bytes:
+        log.info("%s asked for %s v%d (supported %d-%d)", who, api.name, head.api_version,
+                 api.min_version, api.max_version)
+        if head.api_key == API_VERSIONS:
+            return encode_response(head.correlation_id, unsupported_version_answer(self))
+        # Answer in the asked version's shape when kio knows it and it has a top-level error
+        # code; otherwise there is no way to write a response the client could read.
+        try:
+            cls = response_schema(head.api_key, head.api_version)
+        except Exception:
+            cls = None
+        if cls is None or "error_code" not in field_names(cls):
+            raise CloseConnection(f"{who} sent {api.name} v{head.api_version}, "
+                                  "which coterie does not support")
+        return encode_response(head.correlation_id,
+                               build(cls, {"error_code": ErrorCode.unsupported_version}))

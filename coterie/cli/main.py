@@ -1,0 +1,88 @@
+"""The `coterie` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from coterie.broker.config import BrokerConfig, ConfigError
+
+
+def _fail(message: str) -> None:
+    click.echo(f"coterie: error: {message}", err=True)
+    sys.exit(1)
+
+
+@click.group()
+def main() -> None:
+    """coterie: a Kafka-wire-compatible broker built around the group coordinator."""
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=9092, show_default=True, type=int, help="Port to listen on.")
+@click.option("--data-dir", default="./data", show_default=True,
+              type=click.Path(path_type=Path), help="Where logs and state are kept.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+              help="A Kafka-style .properties file with broker settings.")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Set one property (repeatable); wins over --config.")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def serve(host: str, port: int, data_dir: Path, config_file: Path | None,
+          overrides: tuple[str, ...], log_level: str) -> None:
+    """Run a broker until interrupted."""
+    logging.basicConfig(level=log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    props = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            _fail(f"--override wants KEY=VALUE, got {item!r}")
+        props[key.strip()] = value.strip()
+    try:
+        config = BrokerConfig.load(host, port, data_dir, config_file, props)
+    except ConfigError as e:
+        _fail(str(e))
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(config))
+
+
+async def _serve(config: BrokerConfig) -> None:
+    from coterie.broker.server import Broker
+    from coterie.log.errors import StorageError
+
+    try:
+        broker = Broker(config)
+    except StorageError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"cannot use data dir {config.data_dir}: {e.strerror or e}")
+    try:
+        await broker.start()
+    except OSError as e:
+        broker.logs.close()
+        reason = "address already in use" if e.errno == errno.EADDRINUSE else (e.strerror or e)
+        _fail(f"cannot listen on {config.host}:{config.port}: {reason}")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    click.echo(f"coterie: serving on {config.host}:{broker.port}; "
+               f"connect with bootstrap.servers={config.advertised_host}:{broker.port}",
+               err=True)
+    serve_task = asyncio.create_task(broker.serve_forever())
+    await stop.wait()
+    logging.getLogger("coterie.broker").info("shutting down")
+    serve_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await serve_task
+    await broker.stop()

@@ -1,0 +1,76 @@
+"""Start-up failures are one clear line on stderr and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.fixtures.coterie_broker import free_port
+
+
+def run_serve(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coterie", "serve", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere; uses a file instead")
+def test_unwritable_data_dir_permissions(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    r = run_serve("--port", str(free_port()), "--data-dir", str(locked / "data"))
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+
+
+def test_data_dir_that_is_a_file(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    r = run_serve("--port", str(free_port()), "--data-dir", str(not_a_dir))
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, r.stderr
+    assert str(not_a_dir) in errors[0]
+
+
+def test_data_dir_under_a_file(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = run_serve("--port", str(free_port()), "--data-dir", str(blocker / "data"))
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0, r.stderr
+
+
+def test_port_taken(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run_serve("--port", str(port), "--data-dir", str(tmp_path / "d"))
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert "address already in use" in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "coterie: error" in ln]
+    assert len(lines) == 1
+
+
+def test_second_broker_on_same_data_dir(coterie):
+    r = run_serve("--port", str(free_port()), "--data-dir", str(coterie.data_dir))
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert "coterie: error" in r.stderr
+
+
+def test_bad_config_value(tmp_path):
+    cfg = tmp_path / "c.properties"
+    cfg.write_text("num.partitions=zero\n")
+    r = run_serve("--port", str(free_port()), "--data-dir", str(tmp_path / "d"),
+                  "--config", str(cfg))
+    assert r.returncode != 0
+    assert "num.partitions" in r.stderr
+    assert "Traceback" not in r.stderr
