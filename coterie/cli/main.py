@@ -57,11 +57,11 @@ def serve(host: str, port: int, data_dir: Path, config_file: Path | None,
 
 async def _serve(config: BrokerConfig) -> None:
     from coterie.broker.server import Broker
-    from coterie.log.errors import StorageError
+    from coterie.log.errors import LogError
 
     try:
         broker = Broker(config)
-    except StorageError as e:
+    except LogError as e:
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot use data dir {config.data_dir}: {e.strerror or e}")

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from coterie.log.config import validate_topic_configs
-from coterie.log.names import validate_topic_name
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
+from coterie.log.config import validate_topic_configs
 from coterie.log.errors import LogError
+from coterie.log.names import validate_topic_name
 
 
 def _check_new_topic(ctx: RequestContext, t: Any) -> tuple[ErrorCode, str | None, int]:
@@ -67,7 +67,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
                 configs = {c.name: c.value for c in t.configs}
                 try:
                     info = broker.create_topic(t.name, partitions, configs)
-                except LogError as e:
+                except (LogError, OSError) as e:
                     entry.update(error_code=ErrorCode.unknown_server_error, error_message=str(e))
                 else:
                     entry["topic_id"] = info.topic_id

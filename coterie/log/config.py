@@ -1,0 +1,273 @@
+"""Per-topic log settings, resolved the way Kafka resolves them.
+
+Operators and client tools already know Kafka's property names, so coterie uses them
+verbatim: a topic-level name (`retention.ms`) overrides the broker-level default
+(`log.retention.ms`), which falls back to Kafka's built-in default. Settings that Kafka
+accepts but coterie does not act on (compression.type, min.insync.replicas, ...) are still
+accepted and stored, so that tools which set them keep working.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from coterie.log.errors import InvalidConfigError
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+_DAY_MS = 24 * 60 * 60 * 1000
+
+CLEANUP_POLICIES = frozenset({"delete", "compact"})
+TIMESTAMP_TYPES = frozenset({"CreateTime", "LogAppendTime"})
+COMPRESSION_TYPES = frozenset({"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"})
+
+
+def _int_check(lo: int, hi: int) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            n = int(value.strip())
+        except ValueError:
+            return f"value '{value}' is not an integer"
+        if not lo <= n <= hi:
+            return f"value {n} is out of range [{lo}, {hi}]"
+        return None
+
+    return check
+
+
+def _choice_check(choices: frozenset[str], *, listed: bool = False) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        items = [v.strip() for v in value.split(",")] if listed else [value.strip()]
+        bad = [v for v in items if v not in choices]
+        if bad or not items:
+            return f"value '{value}' must be one of {', '.join(sorted(choices))}"
+        return None
+
+    return check
+
+
+def _bool_check(value: str) -> str | None:
+    if value.strip().lower() not in ("true", "false"):
+        return f"value '{value}' is not a boolean (true or false)"
+    return None
+
+
+def _ratio_check(value: str) -> str | None:
+    try:
+        x = float(value)
+    except ValueError:
+        return f"value '{value}' is not a number"
+    if not (math.isfinite(x) and 0.0 <= x <= 1.0):
+        return f"value {value} is out of range [0, 1]"
+    return None
+
+
+def _any(value: str) -> str | None:
+    return None
+
+
+# Every topic-level name Kafka accepts, with the same type and lower bound Kafka enforces.
+_TOPIC_CHECKS: dict[str, Callable[[str], str | None]] = {
+    "cleanup.policy": _choice_check(CLEANUP_POLICIES, listed=True),
+    "compression.type": _choice_check(COMPRESSION_TYPES),
+    "compression.gzip.level": _int_check(-1, 9),
+    "compression.lz4.level": _int_check(1, 17),
+    "compression.zstd.level": _int_check(-131072, 22),
+    "delete.retention.ms": _int_check(0, LONG_MAX),
+    "file.delete.delay.ms": _int_check(0, LONG_MAX),
+    "flush.messages": _int_check(1, LONG_MAX),
+    "flush.ms": _int_check(0, LONG_MAX),
+    "follower.replication.throttled.replicas": _any,
+    "index.interval.bytes": _int_check(0, INT_MAX),
+    "leader.replication.throttled.replicas": _any,
+    "local.retention.bytes": _int_check(-2, LONG_MAX),
+    "local.retention.ms": _int_check(-2, LONG_MAX),
+    "max.compaction.lag.ms": _int_check(1, LONG_MAX),
+    "max.message.bytes": _int_check(0, INT_MAX),
+    "message.downconversion.enable": _bool_check,
+    "message.format.version": _any,
+    "message.timestamp.after.max.ms": _int_check(0, LONG_MAX),
+    "message.timestamp.before.max.ms": _int_check(0, LONG_MAX),
+    "message.timestamp.difference.max.ms": _int_check(0, LONG_MAX),
+    "message.timestamp.type": _choice_check(TIMESTAMP_TYPES),
+    "min.cleanable.dirty.ratio": _ratio_check,
+    "min.compaction.lag.ms": _int_check(0, LONG_MAX),
+    "min.insync.replicas": _int_check(1, INT_MAX),
+    "preallocate": _bool_check,
+    "remote.log.copy.disable": _bool_check,
+    "remote.log.delete.on.disable": _bool_check,
+    "remote.storage.enable": _bool_check,
+    "retention.bytes": _int_check(-(2**63), LONG_MAX),
+    "retention.ms": _int_check(-1, LONG_MAX),
+    # Kafka's floor is the size of one legacy record; anything below cannot hold a batch.
+    "segment.bytes": _int_check(14, INT_MAX),
+    "segment.index.bytes": _int_check(4, INT_MAX),
+    "segment.jitter.ms": _int_check(0, LONG_MAX),
+    "segment.ms": _int_check(1, LONG_MAX),
+    "unclean.leader.election.enable": _bool_check,
+}
+
+TOPIC_CONFIG_KEYS: frozenset[str] = frozenset(_TOPIC_CHECKS)
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
+    """Return why `configs` cannot be used for a topic, or None if they can.
+
+    Used by CreateTopics/AlterConfigs to answer INVALID_CONFIG before anything is written.
+    """
+    for name, value in configs.items():
+        check = _TOPIC_CHECKS.get(name)
+        if check is None:
+            return f"Unknown topic config name: {name}"
+        if value is None:
+            return f"Null value not supported for topic config '{name}'"
+        problem = check(value)
+        if problem is not None:
+            return f"Invalid value {value} for configuration {name}: {problem}"
+    return None
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The settings one partition log acts on. Defaults are Kafka's."""
+
+    segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes / log.segment.bytes
+    segment_ms: int = 7 * _DAY_MS  # segment.ms / log.roll.ms, log.roll.hours
+    retention_ms: int = 7 * _DAY_MS  # retention.ms / log.retention.{ms,minutes,hours}; -1 = all
+    retention_bytes: int = -1  # retention.bytes / log.retention.bytes; -1 = unlimited
+    index_interval_bytes: int = 4096  # index.interval.bytes / log.index.interval.bytes
+    segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes / log.index.size.max.bytes
+    flush_messages: int = LONG_MAX  # flush.messages / log.flush.interval.messages
+    flush_ms: int = LONG_MAX  # flush.ms / log.flush.interval.ms
+    max_message_bytes: int = 1048588  # max.message.bytes / message.max.bytes
+    cleanup_policy: str = "delete"  # cleanup.policy / log.cleanup.policy
+    # message.timestamp.type / log.message.timestamp.type
+    message_timestamp_type: str = "CreateTime"
+
+    @property
+    def deletes(self) -> bool:
+        """True when time/size retention applies (cleanup.policy contains "delete")."""
+        return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @classmethod
+    def from_properties(
+        cls, broker_props: Mapping[str, str], topic_configs: Mapping[str, str]
+    ) -> LogConfig:
+        """Resolve every setting: topic config, then broker property, then Kafka's default.
+
+        Raises InvalidConfigError for values that are not usable, naming the property.
+        """
+
+        def number(topic_key: str, broker_keys: list[tuple[str, int]], default: int) -> int:
+            # broker_keys: (name, multiplier) in Kafka's precedence order.
+            keys = [(topic_key, 1), *broker_keys]
+            for key, unit in keys:
+                raw = topic_configs.get(key) if key == topic_key else broker_props.get(key)
+                if raw is None or (key != topic_key and raw.strip() == ""):
+                    continue
+                try:
+                    value = int(raw.strip())
+                except ValueError:
+                    raise InvalidConfigError(
+                        f"Invalid value {raw} for configuration {key}: not an integer"
+                    ) from None
+                # -1 means "unlimited" for the retention settings whatever the unit.
+                return value if value < 0 else value * unit
+            return default
+
+        def text(topic_key: str, broker_key: str, default: str, allowed: frozenset[str]) -> str:
+            raw = topic_configs.get(topic_key)
+            key = topic_key
+            if raw is None:
+                raw, key = broker_props.get(broker_key), broker_key
+            if raw is None:
+                return default
+            check = _choice_check(allowed, listed=topic_key == "cleanup.policy")
+            problem = check(raw)
+            if problem is not None:
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: {problem}")
+            return ",".join(v.strip() for v in raw.split(","))
+
+        hour = 60 * 60 * 1000
+        config = cls(
+            segment_bytes=number("segment.bytes", [("log.segment.bytes", 1)], cls.segment_bytes),
+            segment_ms=number(
+                "segment.ms", [("log.roll.ms", 1), ("log.roll.hours", hour)], cls.segment_ms
+            ),
+            retention_ms=number(
+                "retention.ms",
+                [
+                    ("log.retention.ms", 1),
+                    ("log.retention.minutes", 60 * 1000),
+                    ("log.retention.hours", hour),
+                ],
+                cls.retention_ms,
+            ),
+            retention_bytes=number(
+                "retention.bytes", [("log.retention.bytes", 1)], cls.retention_bytes
+            ),
+            index_interval_bytes=number(
+                "index.interval.bytes", [("log.index.interval.bytes", 1)], cls.index_interval_bytes
+            ),
+            segment_index_bytes=number(
+                "segment.index.bytes", [("log.index.size.max.bytes", 1)], cls.segment_index_bytes
+            ),
+            flush_messages=number(
+                "flush.messages", [("log.flush.interval.messages", 1)], cls.flush_messages
+            ),
+            flush_ms=number(
+                "flush.ms",
+                [("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)],
+                cls.flush_ms,
+            ),
+            max_message_bytes=number(
+                "max.message.bytes", [("message.max.bytes", 1)], cls.max_message_bytes
+            ),
+            cleanup_policy=text(
+                "cleanup.policy", "log.cleanup.policy", cls.cleanup_policy, CLEANUP_POLICIES
+            ),
+            message_timestamp_type=text(
+                "message.timestamp.type",
+                "log.message.timestamp.type",
+                cls.message_timestamp_type,
+                TIMESTAMP_TYPES,
+            ),
+        )
+        config.check()
+        return config
+
+    def check(self) -> None:
+        """Raise InvalidConfigError if a value cannot work (e.g. a zero segment size)."""
+        limits = [
+            ("segment.bytes", self.segment_bytes, 14, INT_MAX),
+            ("segment.ms", self.segment_ms, 1, LONG_MAX),
+            ("retention.ms", self.retention_ms, -1, LONG_MAX),
+            ("index.interval.bytes", self.index_interval_bytes, 0, INT_MAX),
+            ("segment.index.bytes", self.segment_index_bytes, 4, INT_MAX),
+            ("flush.messages", self.flush_messages, 1, LONG_MAX),
+            ("flush.ms", self.flush_ms, 0, LONG_MAX),
+            ("max.message.bytes", self.max_message_bytes, 0, INT_MAX),
+        ]
+        for name, value, lo, hi in limits:
+            if not lo <= value <= hi:
+                raise InvalidConfigError(
+                    f"Invalid value {value} for configuration {name}: out of range [{lo}, {hi}]"
+                )
+
+    def topic_config_values(self) -> dict[str, str]:
+        """The effective values under their topic-level names (for DescribeConfigs)."""
+        return {
+            "segment.bytes": str(self.segment_bytes),
+            "segment.ms": str(self.segment_ms),
+            "retention.ms": str(self.retention_ms),
+            "retention.bytes": str(self.retention_bytes),
+            "index.interval.bytes": str(self.index_interval_bytes),
+            "segment.index.bytes": str(self.segment_index_bytes),
+            "flush.messages": str(self.flush_messages),
+            "flush.ms": str(self.flush_ms),
+            "max.message.bytes": str(self.max_message_bytes),
+            "cleanup.policy": self.cleanup_policy,
+            "message.timestamp.type": self.message_timestamp_type,
+        }

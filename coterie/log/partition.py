@@ -1,0 +1,377 @@
+"""One partition's log: an ordered run of segments in one directory.
+
+Appends go to the last ("active") segment, which is rolled when it gets too big, too old or
+its index fills up. Reads serve whole batches as stored, found by bisecting segment base
+offsets and then the segment's sparse index. Old segments are dropped whole by retention,
+which is what advances the log start offset.
+
+Durability follows Kafka: writes go to the page cache (enough to survive a broker crash),
+fsync happens per flush.messages / flush.ms, and rolled segments are synced by the next
+maybe_flush() tick (Kafka does that on a background thread; here the broker's periodic
+tick does it, since this package starts no threads). A clean close leaves a marker file;
+without it, open() re-verifies every segment written since the last fsync and cuts off a
+torn tail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from coterie.log.batch import assign_offsets, stamp_log_append_time, validate_batches
+from coterie.log.config import INT_MAX, LogConfig
+from coterie.log.errors import LogError, OffsetOutOfRangeError, RecordTooLargeError
+from coterie.log.files import TMP_SUFFIX, atomic_write, fsync_dir
+from coterie.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    parse_segment_base,
+)
+
+CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What Produce answers with."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless message.timestamp.type=LogAppendTime
+    record_count: int
+
+
+class PartitionLog:
+    """A partition's segments, with append/read/retention/recovery."""
+
+    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], now_ms: int):
+        self._directory = directory
+        self._config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._sealed_unflushed: list[Segment] = []
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._closed = False
+        self.recovered_bytes = 0  # bytes cut off at open; the broker may log it
+
+    # --------------------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, now_ms: int) -> PartitionLog:
+        """Create the partition directory or load it, recovering after an unclean stop."""
+        directory.mkdir(parents=True, exist_ok=True)
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        # Removed before anything else: a crash from here on must count as unclean.
+        with contextlib.suppress(FileNotFoundError):
+            marker.unlink()
+        recovery_point = _read_recovery_point(directory)
+
+        bases: set[int] = set()
+        others: list[tuple[int, Path]] = []
+        for path in directory.iterdir():
+            if path.name.endswith(TMP_SUFFIX):
+                path.unlink()
+                continue
+            base = parse_segment_base(path.name)
+            if base is None:
+                continue
+            if path.name.endswith(LOG_SUFFIX):
+                bases.add(base)
+            elif path.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                others.append((base, path))
+        for base, path in others:
+            if base not in bases:  # index left behind by a deleted segment
+                path.unlink()
+
+        if not bases:
+            log = cls(directory, config, [Segment(directory, 0, config, create=True)], now_ms)
+            return log
+
+        ordered = sorted(bases)
+        segments = [Segment(directory, b, config, create=False) for b in ordered]
+        cut = 0
+        try:
+            first_unsynced = 0 if not clean else len(segments) - 1
+            if not clean and recovery_point > 0:
+                first_unsynced = max(bisect_right(ordered, recovery_point) - 1, 0)
+            for i, seg in enumerate(segments[:-1]):
+                if i < first_unsynced:
+                    cut += seg.load_trusted(ordered[i + 1])
+                else:
+                    cut += seg.recover(verify_crc=True)
+            cut += segments[-1].load_tail() if clean else segments[-1].recover(verify_crc=True)
+            # A segment that ends short of the next one's base leaves a hole: everything
+            # after it is unreachable by consecutive offsets, so it goes (as in Kafka).
+            for i in range(len(segments) - 1):
+                if segments[i].next_offset != segments[i + 1].base_offset:
+                    for dropped in segments[i + 1 :]:
+                        cut += dropped.size
+                        dropped.delete()
+                    del segments[i + 1 :]
+                    break
+        except BaseException:
+            for seg in segments:
+                seg.close()
+            raise
+        active = segments[-1]
+        if active.size:
+            active.first_append_ms = now_ms
+        log = cls(directory, config, segments, now_ms)
+        log.recovered_bytes = cut
+        return log
+
+    # ------------------------------------------------------------------------ properties
+
+    @property
+    def directory(self) -> Path:
+        return self._directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new topic settings; they take effect from the next operation."""
+        self._config = config
+        for seg in self._segments:
+            seg.update_config(config)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to assign (also the high watermark on a single node)."""
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    # -------------------------------------------------------------------------- writing
+
+    def append(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        """Validate, number and store a produce request's batches for this partition."""
+        self._check_open()
+        headers = validate_batches(records)
+        config = self._config
+        for h in headers:
+            if h.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"The record batch at byte {h.position} is {h.size} bytes, larger than "
+                    f"max.message.bytes ({config.max_message_bytes})"
+                )
+        total = len(records)
+        if total > config.segment_bytes:
+            raise RecordTooLargeError(
+                f"The record batches are {total} bytes in one append, more than the "
+                f"segment size segment.bytes ({config.segment_bytes})"
+            )
+        first = self.log_end_offset
+        span = sum(h.last_offset_delta + 1 for h in headers)
+        last = first + span - 1
+        self._maybe_roll(total, last, now_ms)
+        data = assign_offsets(records, headers, first, leader_epoch)
+        append_time = -1
+        if config.message_timestamp_type == "LogAppendTime":
+            stamp_log_append_time(data, headers, now_ms)
+            for h in headers:
+                h.max_timestamp = now_ms
+            append_time = now_ms
+        self._segments[-1].append(data, headers, first, now_ms)
+        count = sum(h.records_count for h in headers)
+        self._unflushed_messages += count
+        if self._unflushed_messages >= config.flush_messages:
+            self.flush()
+            self._last_flush_ms = now_ms
+        return AppendInfo(first, last, append_time, count)
+
+    def _maybe_roll(self, incoming: int, last_offset: int, now_ms: int) -> None:
+        active = self._segments[-1]
+        if active.size == 0:
+            return
+        config = self._config
+        if (
+            active.size + incoming > config.segment_bytes
+            or (
+                active.first_append_ms is not None
+                and now_ms - active.first_append_ms > config.segment_ms
+            )
+            or active.offset_index.is_full
+            or active.time_index.is_full
+            or last_offset - active.base_offset > INT_MAX
+        ):
+            self.roll()
+
+    def roll(self) -> None:
+        """Start a new active segment at the log end offset (no-op if the active is empty)."""
+        old = self._segments[-1]
+        if old.size == 0:
+            return
+        old.seal()
+        new = Segment(self._directory, old.next_offset, self._config, create=True)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        self._sealed_unflushed.append(old)
+
+    # -------------------------------------------------------------------------- reading
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one containing `offset`, up to `max_bytes` in total but
+        always at least one batch (KIP-74), from a single segment."""
+        self._check_open()
+        start_offset, end_offset = self.log_start_offset, self.log_end_offset
+        if offset < start_offset or offset > end_offset:
+            raise OffsetOutOfRangeError(
+                f"Offset {offset} is out of range: the log holds [{start_offset}, {end_offset}]"
+            )
+        if offset == end_offset:
+            return b""
+        i = bisect_right(self._bases, offset) - 1
+        for seg in self._segments[i:]:
+            if offset >= seg.next_offset:
+                continue
+            found = seg.locate(max(offset, seg.base_offset))
+            if found is None:
+                continue
+            start, size = found
+            end = seg.batch_end_within(start, start + size, start + max(max_bytes, 0))
+            return seg.read_range(start, end)
+        return b""
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(base offset, maxTimestamp) of the first batch whose maxTimestamp >= timestamp.
+
+        Batch granularity is deliberate: the broker never decodes records, so ListOffsets
+        answers with the batch's base offset; a consumer starting there skips the earlier
+        records of that batch itself.
+        """
+        self._check_open()
+        for seg in self._segments:
+            found = seg.find_timestamp(timestamp)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(last offset of the batch with the largest maxTimestamp, that timestamp)."""
+        best: Segment | None = None
+        for seg in self._segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        return best.max_timestamp_offset, best.max_timestamp
+
+    # --------------------------------------------------------------------- maintenance
+
+    def flush(self) -> None:
+        """fsync everything written so far and record it as the recovery point."""
+        self._check_open()
+        for seg in self._sealed_unflushed:
+            seg.flush()
+        self._sealed_unflushed.clear()
+        self._segments[-1].flush()
+        self._unflushed_messages = 0
+        self._write_recovery_point(self.log_end_offset)
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """Periodic tick: sync rolled segments, and everything if flush.ms has passed."""
+        if self._closed:
+            return
+        if self._unflushed_messages and now_ms - self._last_flush_ms >= self._config.flush_ms:
+            self.flush()
+            self._last_flush_ms = now_ms
+        elif self._sealed_unflushed:
+            for seg in self._sealed_unflushed:
+                seg.flush()
+            self._sealed_unflushed.clear()
+            self._write_recovery_point(self._segments[-1].base_offset)
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete whole old segments per retention.ms / retention.bytes; never the active one.
+
+        Time: a segment goes once its largest timestamp is more than retention.ms old.
+        Size (Kafka's rule): the oldest segment goes while the log would still hold at
+        least retention.bytes without it. Returns how many segments were deleted.
+        """
+        self._check_open()
+        config = self._config
+        if not config.deletes:
+            return 0
+        deleted = 0
+        segs = self._segments
+        if config.retention_ms >= 0:
+            while len(segs) > 1 and now_ms - segs[0].largest_time() > config.retention_ms:
+                self._delete_oldest()
+                deleted += 1
+        if config.retention_bytes >= 0:
+            excess = self.size_bytes - config.retention_bytes
+            while len(segs) > 1 and excess - segs[0].size >= 0:
+                excess -= segs[0].size
+                self._delete_oldest()
+                deleted += 1
+        return deleted
+
+    def _delete_oldest(self) -> None:
+        seg = self._segments.pop(0)
+        self._bases.pop(0)
+        if seg in self._sealed_unflushed:
+            self._sealed_unflushed.remove(seg)
+        seg.delete()
+
+    def close(self) -> None:
+        """Flush, leave the clean-shutdown marker, and release the files. Idempotent."""
+        if self._closed:
+            return
+        self._segments[-1].seal()
+        self.flush()
+        self._closed = True
+        for seg in self._segments:
+            seg.close()
+        marker = self._directory / CLEAN_SHUTDOWN_FILE
+        marker.write_bytes(b"")
+        fsync_dir(self._directory)
+
+    def close_unclean(self) -> None:
+        """Release the files without flushing or the marker, as a crash would (for tests and
+        for giving up on a broken disk)."""
+        if self._closed:
+            return
+        self._closed = True
+        for seg in self._segments:
+            seg.close()
+
+    def delete(self) -> None:
+        """Close and remove the partition directory with all its data."""
+        self.close_unclean()
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogError(f"partition log {self._directory} is closed")
+
+    def _write_recovery_point(self, offset: int) -> None:
+        atomic_write(self._directory / RECOVERY_POINT_FILE, f"{offset}\n".encode())
+
+
+def _read_recovery_point(directory: Path) -> int:
+    try:
+        return int((directory / RECOVERY_POINT_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return 0
