@@ -1,0 +1,37 @@
+"""What a coordinator handler returns: a response, records, timers and completed requests.
+
+The broker appends `records` to `__consumer_offsets` and only after they are durable sends
+`response` and the responses in `completed` (requests that were parked earlier and that this
+call finishes). It then applies `timers`: each names a deadline to (re)arm or, with
+`deadline_ms` None, to cancel. A timer that fires comes back as `on_timer(key, now_ms)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coterie.group.records import Record
+
+TimerKey = tuple[Hashable, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TimerOp:
+    key: TimerKey
+    deadline_ms: int | None  # None cancels
+
+
+@dataclass(slots=True)
+class Result:
+    response: Any = None
+    records: list[Record] = field(default_factory=list)
+    timers: list[TimerOp] = field(default_factory=list)
+    completed: list[tuple[Hashable, Any]] = field(default_factory=list)
+
+    def merge(self, other: Result) -> None:
+        """Fold another result's side effects into this one (keeping our response)."""
+        self.records.extend(other.records)
+        self.timers.extend(other.timers)
+        self.completed.extend(other.completed)

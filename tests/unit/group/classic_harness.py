@@ -1,0 +1,132 @@
+"""Drives a ClassicCoordinator with virtual time, as the broker would, minus the sockets.
+
+Records are "persisted" into a list, timers live in a dict and fire in deadline order when
+time advances, and every answer (immediate or completed later) is stored by request token.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
+from coterie.group.classic_group import ClassicGroup
+from coterie.group.classic_messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeavingMember,
+    SyncGroupRequest,
+)
+from coterie.group.records import Record
+from coterie.group.results import Result
+
+
+class Harness:
+    def __init__(self, config: ClassicConfig | None = None,
+                 records: list[Record] | None = None, now_ms: int = 0) -> None:
+        self.config = config or ClassicConfig(initial_rebalance_delay_ms=0)
+        counter = itertools.count(1)
+        self.coordinator = ClassicCoordinator(
+            self.config, lambda client_id: f"{client_id or 'member'}-{next(counter)}")
+        self.now = now_ms
+        self.records: list[Record] = []
+        self.timers: dict[tuple, int] = {}
+        self.answers: dict[Any, Any] = {}
+        self._tokens = itertools.count(1)
+        for record in records or []:
+            self.coordinator.replay(record)
+            self.records.append(record)
+        if records:
+            self._apply(Result(timers=self.coordinator.timers_after_load(self.now)))
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _apply(self, result: Result) -> Any:
+        self.records.extend(result.records)
+        for op in result.timers:
+            if op.deadline_ms is None:
+                self.timers.pop(op.key, None)
+            else:
+                self.timers[op.key] = op.deadline_ms
+        for token, answer in result.completed:
+            self.answers[token] = answer
+        return result.response
+
+    def advance(self, ms: int) -> None:
+        """Move virtual time forward, firing due timers in deadline order."""
+        target = self.now + ms
+        while True:
+            due = [(d, k) for k, d in self.timers.items() if d <= target]
+            if not due:
+                break
+            deadline, key = min(due, key=lambda x: (x[0], repr(x[1])))
+            self.now = max(self.now, deadline)
+            del self.timers[key]
+            self._apply(self.coordinator.on_timer(key, self.now))
+        self.now = target
+
+    def group(self, group_id: str = "g") -> ClassicGroup:
+        return self.coordinator.groups[group_id]
+
+    # -- requests -------------------------------------------------------------------------
+    def join(self, member_id: str = "", protocols: tuple = (("range", b"m"),),
+             group_id: str = "g", session_ms: int = 10_000, rebalance_ms: int = 30_000,
+             instance_id: str | None = None, protocol_type: str = "consumer",
+             require_known: bool = True, client_id: str = "c") -> Any:
+        """Send a JoinGroup; returns its token (answer, if any, in self.answers[token])."""
+        token = next(self._tokens)
+        resp = self._apply(self.coordinator.join_group(JoinGroupRequest(
+            group_id=group_id, member_id=member_id, protocol_type=protocol_type,
+            protocols=tuple(protocols), session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms, group_instance_id=instance_id,
+            require_known_member_id=require_known, client_id=client_id, token=token,
+        ), self.now))
+        if resp is not None:
+            self.answers[token] = resp
+        return token
+
+    def join_new(self, **kw: Any) -> tuple[str, Any]:
+        """The v4+ dance: MEMBER_ID_REQUIRED, then join again with the given id."""
+        token = self.join(**kw)
+        first = self.answers.get(token)
+        if first is not None and first.error == ErrorCode.member_id_required:
+            kw["member_id"] = first.member_id
+            return first.member_id, self.join(**kw)
+        if first is not None:
+            return first.member_id, token
+        # Parked at once (static members skip MEMBER_ID_REQUIRED): find its id in the group.
+        group = self.coordinator.groups[kw.get("group_id", "g")]
+        return group.static_members[kw["instance_id"]], token
+
+    def sync(self, member_id: str, generation: int, assignments: dict | None = None,
+             group_id: str = "g", error: ErrorCode = ErrorCode.none,
+             instance_id: str | None = None) -> Any:
+        token = next(self._tokens)
+        resp = self._apply(self.coordinator.sync_group(SyncGroupRequest(
+            group_id=group_id, generation_id=generation, member_id=member_id,
+            assignments=tuple((assignments or {}).items()), error=error,
+            group_instance_id=instance_id, token=token,
+        ), self.now))
+        if resp is not None:
+            self.answers[token] = resp
+        return token
+
+    def heartbeat(self, member_id: str, generation: int, group_id: str = "g",
+                  instance_id: str | None = None) -> ErrorCode:
+        return self._apply(self.coordinator.heartbeat(HeartbeatRequest(
+            group_id, generation, member_id, instance_id), self.now))
+
+    def leave(self, *members: LeavingMember, group_id: str = "g") -> Any:
+        return self._apply(self.coordinator.leave_group(LeaveGroupRequest(
+            group_id, tuple(members)), self.now))
+
+    def answer(self, token: Any) -> Any:
+        return self.answers.get(token)
+
+    def replayed(self) -> ClassicCoordinator:
+        fresh = ClassicCoordinator(self.config, lambda c: "unused")
+        for record in self.records:
+            fresh.replay(record)
+        return fresh

@@ -1,0 +1,437 @@
+"""Seed 1 as executable scenarios: every failure case and example, with virtual time."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from coterie.group.classic_coordinator import ClassicConfig
+from coterie.group.classic_group import ClassicState as S
+from coterie.group.classic_messages import LeavingMember
+
+from .classic_harness import Harness
+
+
+def form_group(h: Harness, n: int, **kw) -> tuple[list[str], int]:
+    """n members join (v4 dance) and the join phase completes; returns ids and generation."""
+    # Every member first gets its id (MEMBER_ID_REQUIRED); while ids are pending the join
+    # phase waits for them, so all n land in the same generation.
+    ids = [h.answer(h.join(**kw)).member_id for _ in range(n)]
+    tokens = [h.join(member_id=mid, **kw) for mid in ids]
+    gen = h.answer(tokens[-1]).generation_id
+    assert all(h.answer(t).error == ErrorCode.none for t in tokens)
+    return ids, gen
+
+
+def stable_group(h: Harness, n: int, **kw) -> tuple[list[str], int]:
+    ids, gen = form_group(h, n, **kw)
+    leader = h.group().leader
+    for mid in ids:
+        if mid != leader:
+            h.sync(mid, gen)
+    h.sync(leader, gen, {mid: f"assign-{mid}".encode() for mid in ids})
+    assert h.group().state == S.STABLE
+    return ids, gen
+
+
+# -- the two phases ------------------------------------------------------------------------
+
+def test_join_then_sync_leader_gets_metadata_followers_get_nothing():
+    h = Harness()
+    a, ta = h.join_new(protocols=(("range", b"meta-a"),))
+    assert h.answer(ta).error == ErrorCode.none  # alone: completes at once (no initial delay)
+    gen1 = h.answer(ta).generation_id
+    h.sync(a, gen1, {a: b"x"})
+    b, tb = h.join_new(protocols=(("range", b"meta-b"),))
+    assert h.answer(tb) is None  # parked until a rejoins
+    assert h.heartbeat(a, gen1) == ErrorCode.rebalance_in_progress
+    ta2 = h.join(member_id=a, protocols=(("range", b"meta-a"),))
+    ra, rb = h.answer(ta2), h.answer(tb)
+    assert ra.generation_id == rb.generation_id == gen1 + 1
+    assert ra.leader == rb.leader == a
+    assert {m.member_id: m.metadata for m in ra.members} == {a: b"meta-a", b: b"meta-b"}
+    assert rb.members == ()
+    tsb = h.sync(b, ra.generation_id)
+    assert h.answer(tsb) is None  # parked: the leader has not synced yet
+    tsa = h.sync(a, ra.generation_id, {a: b"A", b: b"B"})
+    assert h.answer(tsa).assignment == b"A"
+    assert h.answer(tsb).assignment == b"B"
+    assert h.group().state == S.STABLE
+
+
+def test_generation_persisted_after_join_and_after_sync():
+    h = Harness()
+    ids, gen = stable_group(h, 2)
+    values = [r.value for r in h.records]
+    assert values[-2].generation == gen and all(m.assignment == b"" for m in values[-2].members)
+    assert {m.member_id: m.assignment for m in values[-1].members} == {
+        mid: f"assign-{mid}".encode() for mid in ids}
+
+
+# -- protocol selection ---------------------------------------------------------------------
+
+def test_no_common_protocol_is_inconsistent():
+    h = Harness()
+    stable_group(h, 1, protocols=(("range", b""),))
+    tok = h.join(protocols=(("roundrobin", b""),))
+    assert h.answer(tok).error == ErrorCode.inconsistent_group_protocol
+
+
+def test_other_protocol_type_is_inconsistent():
+    h = Harness()
+    stable_group(h, 1)
+    tok = h.join(protocol_type="connect")
+    assert h.answer(tok).error == ErrorCode.inconsistent_group_protocol
+
+
+def test_disagreeing_preference_order_is_decided_by_votes_then_leader():
+    h = Harness()
+    a, _ = h.join_new(protocols=(("x", b""), ("y", b"")))
+    h.sync(a, 1, {})
+    b, tb = h.join_new(protocols=(("y", b""), ("x", b"")))
+    h.join(member_id=a, protocols=(("x", b""), ("y", b"")))
+    # One vote each: the tie goes to the leader's (a's) first choice.
+    assert h.answer(tb).protocol_name == "x"
+    gen = h.answer(tb).generation_id
+    h.sync(a, gen, {})
+    _c, tc = h.join_new(protocols=(("y", b""), ("x", b"")))
+    h.join(member_id=a, protocols=(("x", b""), ("y", b"")))
+    h.join(member_id=b, protocols=(("y", b""), ("x", b"")))
+    # Two votes for y against one for x.
+    assert h.answer(tc).protocol_name == "y"
+
+
+def test_rolling_upgrade_of_assignment_strategy():
+    """A, B and C move from round-robin v0 to v1 one at a time: v0 is chosen until all
+    support v1 (each upgraded member lists v1 first, v0 second)."""
+    h = Harness()
+    old = (("roundrobin-v0", b"0"),)
+    new = (("roundrobin-v1", b"1"), ("roundrobin-v0", b"0"))
+    ids, _gen = stable_group(h, 3, protocols=old)
+    chosen = []
+    for i, upgraded in enumerate(ids):
+        # The upgraded member restarts: leaves, and joins again with both versions.
+        h.leave(LeavingMember(upgraded))
+        new_id, tok = h.join_new(protocols=new)
+        ids[i] = new_id
+        for other in ids:
+            if other != new_id:
+                proto = new if ids.index(other) < i else old
+                h.join(member_id=other, protocols=proto)
+        resp = h.answer(tok)
+        assert resp.error == ErrorCode.none
+        chosen.append(resp.protocol_name)
+        h.sync(h.group().leader, resp.generation_id, {})
+    assert chosen == ["roundrobin-v0", "roundrobin-v0", "roundrobin-v1"]
+
+
+# -- failure cases --------------------------------------------------------------------------
+
+def test_leader_failure_before_sync_forces_rejoin():
+    h = Harness()
+    ids, gen = form_group(h, 3, session_ms=6_000, rebalance_ms=60_000)
+    leader = h.group().leader
+    followers = [m for m in ids if m != leader]
+    parked = [h.sync(f, gen) for f in followers]
+    for _ in range(4):  # followers wait (parked syncs keep them alive); the leader is silent
+        h.advance(2_000)
+    assert leader not in h.group().members
+    assert [h.answer(t).error for t in parked] == [ErrorCode.rebalance_in_progress] * 2
+    assert h.group().state == S.PREPARING_REBALANCE
+    toks = [h.join(member_id=f) for f in followers]
+    answers = [h.answer(t) for t in toks]
+    assert answers[0].generation_id == gen + 1
+    assert answers[0].leader in followers
+
+
+def test_assignment_failure_is_propagated_to_every_member():
+    h = Harness()
+    ids, gen = form_group(h, 3)
+    leader = h.group().leader
+    parked = [h.sync(m, gen) for m in ids if m != leader]
+    tl = h.sync(leader, gen, error=ErrorCode.inconsistent_group_protocol)
+    errors = {h.answer(t).error for t in [*parked, tl]}
+    assert errors == {ErrorCode.inconsistent_group_protocol}
+    assert h.group().state == S.PREPARING_REBALANCE
+
+
+def test_follower_missing_the_sync_barrier_gets_state_later():
+    h = Harness()
+    ids, gen = form_group(h, 2)
+    leader = h.group().leader
+    follower = next(m for m in ids if m != leader)
+    h.sync(leader, gen, {leader: b"L", follower: b"F"})
+    assert h.group().state == S.STABLE
+    late = h.sync(follower, gen)
+    assert h.answer(late).assignment == b"F"
+
+
+def test_follower_that_never_syncs_is_removed_at_the_sync_timeout():
+    h = Harness()
+    ids, gen = form_group(h, 2, session_ms=60_000, rebalance_ms=10_000)
+    leader = h.group().leader
+    follower = next(m for m in ids if m != leader)
+    tl = h.sync(leader, gen, {leader: b"L", follower: b"F"})
+    assert h.answer(tl).assignment == b"L"
+    # The leader keeps heartbeating; the follower vanished without collecting its state.
+    for _ in range(10):
+        h.advance(5_000)
+        h.heartbeat(leader, h.group().generation)
+    assert follower not in h.group().members
+
+
+def test_new_member_during_sync_forces_rebalance():
+    h = Harness()
+    ids, gen = form_group(h, 2)
+    leader = h.group().leader
+    follower = next(m for m in ids if m != leader)
+    parked = h.sync(follower, gen)
+    _, tc = h.join_new()
+    assert h.answer(parked).error == ErrorCode.rebalance_in_progress
+    assert h.group().state == S.PREPARING_REBALANCE
+    late_leader = h.sync(leader, gen, {})
+    assert h.answer(late_leader).error == ErrorCode.rebalance_in_progress
+    h.join(member_id=leader)
+    h.join(member_id=follower)
+    assert h.answer(tc).generation_id == gen + 1
+    assert len(h.group().members) == 3
+
+
+def test_subscription_change_rebalances_everyone():
+    h = Harness()
+    ids, gen = stable_group(h, 2, protocols=(("range", b"topics=a"),))
+    changer = ids[1]
+    t = h.join(member_id=changer, protocols=(("range", b"topics=a,b"),))
+    assert h.answer(t) is None
+    assert h.heartbeat(ids[0], gen) == ErrorCode.rebalance_in_progress
+    t0 = h.join(member_id=ids[0], protocols=(("range", b"topics=a"),))
+    leader_answer = h.answer(t0) if h.answer(t0).members else h.answer(t)
+    assert {m.metadata for m in leader_answer.members} == {b"topics=a", b"topics=a,b"}
+    assert h.answer(t0).generation_id == gen + 1
+
+
+def test_topic_metadata_change_leader_rejoin_causes_resync():
+    h = Harness()
+    ids, gen = stable_group(h, 2)
+    leader = h.group().leader
+    follower = next(m for m in ids if m != leader)
+    tl = h.join(member_id=leader)  # the leader saw new partitions and asks for a new round
+    assert h.heartbeat(follower, gen) == ErrorCode.rebalance_in_progress
+    tf = h.join(member_id=follower)
+    assert h.answer(tl).generation_id == h.answer(tf).generation_id == gen + 1
+    h.sync(follower, gen + 1)
+    h.sync(leader, gen + 1, {leader: b"L2", follower: b"F2"})
+    assert h.group().members[follower].assignment == b"F2"
+
+
+def test_follower_rejoin_with_same_metadata_in_stable_is_answered_without_rebalance():
+    h = Harness()
+    ids, gen = stable_group(h, 2)
+    follower = next(m for m in ids if m != h.group().leader)
+    t = h.join(member_id=follower)
+    assert h.answer(t).generation_id == gen
+    assert h.group().state == S.STABLE
+
+
+# -- timeouts -----------------------------------------------------------------------------
+
+def test_session_timeout_removes_member_and_rebalances():
+    h = Harness()
+    ids, gen = stable_group(h, 2, session_ms=10_000)
+    alive, dead = ids
+    for _ in range(3):
+        h.advance(4_000)
+        h.heartbeat(alive, gen)
+    assert dead not in h.group().members
+    assert h.heartbeat(alive, gen) == ErrorCode.rebalance_in_progress
+    t = h.join(member_id=alive)
+    assert h.answer(t).generation_id == gen + 1
+    assert [m.member_id for m in h.answer(t).members] == [alive]
+
+
+def test_rebalance_timeout_removes_members_that_did_not_rejoin():
+    h = Harness()
+    ids, gen = stable_group(h, 3, session_ms=60_000, rebalance_ms=20_000)
+    t0 = h.join(member_id=ids[0], protocols=(("range", b"new"),), rebalance_ms=20_000)
+    t1 = h.join(member_id=ids[1], rebalance_ms=20_000)
+    assert h.answer(t0) is None
+    h.advance(20_000)
+    assert h.answer(t0).generation_id == gen + 1
+    assert set(h.group().members) == {ids[0], ids[1]}
+    assert h.answer(t1).error == ErrorCode.none
+
+
+def test_everyone_leaves_group_becomes_empty_and_persisted():
+    h = Harness()
+    ids, gen = stable_group(h, 2)
+    resp = h.leave(LeavingMember(ids[0]), LeavingMember(ids[1]))
+    assert [e for _, e in resp.members] == [ErrorCode.none, ErrorCode.none]
+    assert h.group().state == S.EMPTY
+    assert h.records[-1].value.members == ()
+    assert h.records[-1].value.generation == gen + 1
+
+
+def test_initial_rebalance_delay_gathers_a_starting_fleet():
+    h = Harness(ClassicConfig(initial_rebalance_delay_ms=3_000))
+    toks = []
+    for _ in range(3):
+        _, t = h.join_new()
+        toks.append(t)
+        h.advance(1_000)
+    assert all(h.answer(t) is None for t in toks)
+    h.advance(3_000)
+    gens = {h.answer(t).generation_id for t in toks}
+    assert gens == {1}
+    assert len(h.group().members) == 3
+
+
+# -- member ids, static membership, limits ----------------------------------------------
+
+def test_member_id_required_and_pending_ids_expire():
+    h = Harness()
+    t = h.join(session_ms=10_000)
+    r = h.answer(t)
+    assert r.error == ErrorCode.member_id_required and r.member_id
+    assert r.member_id in h.group().pending_members
+    h.advance(10_000)
+    assert r.member_id not in h.group().pending_members
+    late = h.join(member_id=r.member_id)
+    assert h.answer(late).error == ErrorCode.unknown_member_id
+
+
+def test_retries_without_member_id_do_not_pile_up_beyond_max_size():
+    h = Harness(ClassicConfig(initial_rebalance_delay_ms=0, max_size=3))
+    codes = [h.answer(h.join()).error for _ in range(5)]
+    assert codes[:3] == [ErrorCode.member_id_required] * 3
+    assert codes[3:] == [ErrorCode.group_max_size_reached] * 2
+
+
+def test_old_join_version_gets_member_at_once():
+    h = Harness()
+    t = h.join(require_known=False)
+    assert h.answer(t).error == ErrorCode.none
+    assert h.answer(t).member_id in h.group().members
+
+
+def test_static_member_restart_keeps_assignment_without_rebalance():
+    h = Harness()
+    a, _ta = h.join_new(instance_id="i-a")
+    b, tb = h.join_new(instance_id="i-b")
+    assert h.answer(tb) is None
+    h.join(member_id=a, instance_id="i-a")
+    gen = h.answer(tb).generation_id
+    h.sync(b, gen, instance_id="i-b")
+    h.sync(a, gen, {a: b"A", b: b"B"}, instance_id="i-a")
+    assert h.group().state == S.STABLE
+    # b restarts: it lost its member id but has the same group.instance.id.
+    t = h.join(instance_id="i-b")
+    r = h.answer(t)
+    assert r.error == ErrorCode.none and r.generation_id == gen and r.member_id != b
+    assert h.group().state == S.STABLE
+    ts = h.sync(r.member_id, gen, instance_id="i-b")
+    assert h.answer(ts).assignment == b"B"
+    # The old incarnation is fenced.
+    assert h.heartbeat(b, gen, instance_id="i-b") == ErrorCode.fenced_instance_id
+    assert h.answer(h.join(member_id=b, instance_id="i-b")).error == (
+        ErrorCode.fenced_instance_id)
+
+
+def test_leave_by_instance_id_with_wrong_member_is_fenced():
+    h = Harness()
+    _a, _ = h.join_new(instance_id="i-a")
+    resp = h.leave(LeavingMember("someone-else", "i-a"), LeavingMember("", "i-zzz"))
+    assert [e for _, e in resp.members] == [ErrorCode.fenced_instance_id,
+                                            ErrorCode.unknown_member_id]
+    resp = h.leave(LeavingMember("", "i-a"))
+    assert [e for _, e in resp.members] == [ErrorCode.none]
+    assert not h.group().members
+
+
+def test_bad_requests():
+    h = Harness(ClassicConfig(initial_rebalance_delay_ms=0, max_metadata_bytes=100))
+    assert h.answer(h.join(group_id="")).error == ErrorCode.invalid_group_id
+    assert h.answer(h.join(session_ms=10)).error == ErrorCode.invalid_session_timeout
+    assert h.answer(h.join(session_ms=10**9)).error == ErrorCode.invalid_session_timeout
+    assert h.answer(h.join(protocols=(("range", b"x" * 101),))).error == (
+        ErrorCode.invalid_request)
+    assert h.answer(h.join(member_id="ghost")).error == ErrorCode.unknown_member_id
+    assert h.answer(h.sync("ghost", 1)).error == ErrorCode.unknown_member_id
+    assert h.heartbeat("ghost", 1) == ErrorCode.unknown_member_id
+    assert h.answer(h.join(protocols=())).error == ErrorCode.inconsistent_group_protocol
+
+
+def test_illegal_generation():
+    h = Harness()
+    ids, gen = stable_group(h, 1)
+    assert h.heartbeat(ids[0], gen + 5) == ErrorCode.illegal_generation
+    assert h.answer(h.sync(ids[0], gen - 1)).error == ErrorCode.illegal_generation
+
+
+# -- coordinator failover (state replayed from records) ----------------------------------
+
+def failover(h: Harness) -> Harness:
+    """A new coordinator that loads what the old one persisted."""
+    return Harness(h.config, records=list(h.records), now_ms=h.now)
+
+
+def test_failover_before_join_phase_completes_members_simply_rejoin():
+    h = Harness()
+    ids, gen = stable_group(h, 2)
+    h.join(member_id=ids[0], protocols=(("range", b"changed"),))  # rebalance under way
+    h2 = failover(h)
+    assert h2.group().state == S.STABLE and h2.group().generation == gen
+    t0 = h2.join(member_id=ids[0], protocols=(("range", b"changed"),))
+    t1 = h2.join(member_id=ids[1])
+    assert h2.answer(t0).generation_id == h2.answer(t1).generation_id == gen + 1
+
+
+def test_failover_after_generation_persisted_before_all_join_answers():
+    h = Harness()
+    ids, gen = form_group(h, 2)
+    h2 = failover(h)
+    assert h2.group().state == S.COMPLETING_REBALANCE and h2.group().generation == gen
+    leader = h2.group().leader
+    follower = next(m for m in ids if m != leader)
+    tl = h2.sync(leader, gen, {leader: b"L", follower: b"F"})
+    assert h2.answer(tl).assignment == b"L"
+    # The follower never saw its JoinGroup answer and sends it again, unchanged: it is told
+    # the persisted generation and collects its state; nobody is forced to rejoin.
+    tf = h2.join(member_id=follower)
+    assert h2.answer(tf).generation_id == gen
+    assert h2.answer(h2.sync(follower, gen)).assignment == b"F"
+    # Had it rejoined with different metadata, the pending synchronization would be aborted.
+    h3 = failover(h)
+    parked = h3.sync(follower, gen)
+    h3.join(member_id=leader, protocols=(("range", b"other"),))
+    assert h3.answer(parked).error == ErrorCode.rebalance_in_progress
+
+
+def test_failover_before_sync_persisted_members_sync_again():
+    h = Harness()
+    ids, gen = form_group(h, 2)
+    leader = h.group().leader
+    follower = next(m for m in ids if m != leader)
+    h.sync(follower, gen)  # parked; the coordinator dies before the leader's sync lands
+    h2 = failover(h)
+    tf = h2.sync(follower, gen)
+    tl = h2.sync(leader, gen, {leader: b"L", follower: b"F"})
+    assert h2.answer(tf).assignment == b"F" and h2.answer(tl).assignment == b"L"
+
+
+def test_failover_after_sync_persisted_members_get_state_without_resync():
+    h = Harness()
+    ids, gen = stable_group(h, 3)
+    h2 = failover(h)
+    assert h2.group().state == S.STABLE
+    for mid in ids:
+        assert h2.answer(h2.sync(mid, gen)).assignment == f"assign-{mid}".encode()
+    assert h2.group().generation == gen
+
+
+def test_members_that_never_return_after_failover_expire():
+    h = Harness()
+    ids, gen = stable_group(h, 2, session_ms=10_000)
+    h2 = failover(h)
+    h2.advance(5_000)
+    h2.heartbeat(ids[0], gen)
+    h2.advance(6_000)
+    assert set(h2.group().members) == {ids[0]}
