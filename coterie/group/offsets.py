@@ -1,0 +1,206 @@
+"""Committed offsets per group, as a pure state machine over coordinator records.
+
+The store's state is defined only by the records replayed into it: `commit`, `delete`,
+`delete_group` and `expire` compute the records that *would* make a change and leave the
+store untouched. The caller appends those records to `__consumer_offsets` and, once they are
+durable, replays them. Start-up recovery replays the same records from the log through the
+same `replay`, so live state and recovered state cannot drift apart, and an append that fails
+leaves no trace in memory.
+
+Nothing here reads the clock: callers pass `now_ms`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from coterie.group.records import OffsetCommitKey, OffsetCommitValue, Record
+
+__all__ = [
+    "NO_EXPIRE_TIMESTAMP",
+    "OffsetCommitRequestEntry",
+    "OffsetStore",
+    "metadata_too_large",
+]
+
+# Sentinel for "no explicit expiry; expire by offsets.retention.minutes" (Kafka uses -1 too).
+NO_EXPIRE_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequestEntry:
+    """One partition's commit, decoupled from the wire request version it arrived in.
+
+    `metadata` None is stored as "" (what Kafka does with a null committed metadata).
+    `expire_timestamp_ms` is only set for OffsetCommit v1 commit timestamps or v2-v4
+    retention times; -1 means the group-level retention rule applies.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    expire_timestamp_ms: int = NO_EXPIRE_TIMESTAMP
+
+
+def metadata_too_large(metadata: str | None, max_bytes: int) -> bool:
+    """Whether committed metadata exceeds `offset.metadata.max.bytes`.
+
+    Despite the config's name, Kafka compares Java's `String.length()` with the limit, i.e.
+    the number of UTF-16 code units, not UTF-8 bytes. We match that so the same commits are
+    accepted and refused as on Kafka: a character outside the BMP counts 2, anything else 1.
+    Null metadata is never too large.
+    """
+    if metadata is None:
+        return False
+    utf16_units = len(metadata.encode("utf-16-le", "surrogatepass")) // 2
+    return utf16_units > max_bytes
+
+
+class OffsetStore:
+    """Committed offsets of every group this coordinator owns.
+
+    Only `replay` mutates. Everything else either reads or returns records to be appended.
+    """
+
+    def __init__(self) -> None:
+        self._offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+
+    # ---------------------------------------------------------------------------- mutation
+
+    def replay(self, record: Record) -> None:
+        """Apply one durable record. Records that are not about offsets are ignored.
+
+        Ignoring rather than rejecting other record kinds lets the loader feed every record
+        of `__consumer_offsets` to each state machine without routing logic.
+        """
+        key = record.key
+        if not isinstance(key, OffsetCommitKey):
+            return
+        value = record.value
+        if value is None:
+            group = self._offsets.get(key.group_id)
+            if group is None:
+                return
+            group.pop((key.topic, key.partition), None)
+            if not group:
+                # Drop emptied groups so `groups()`/`has_offsets` reflect only real data,
+                # and so replaying a log and running live give identical states.
+                del self._offsets[key.group_id]
+            return
+        if not isinstance(value, OffsetCommitValue):
+            raise TypeError(f"OffsetCommitKey with a {type(value).__name__} value")
+        self._offsets.setdefault(key.group_id, {})[(key.topic, key.partition)] = value
+
+    # ---------------------------------------------------------------------------- commands
+
+    def commit(
+        self,
+        group_id: str,
+        commits: Iterable[OffsetCommitRequestEntry],
+        now_ms: int,
+    ) -> list[Record]:
+        """Records that store `commits` for `group_id`, stamped with `now_ms`.
+
+        Validation (generation, metadata size, authorization) is the caller's job; this only
+        shapes the records. If a partition appears twice the later entry wins on replay, as
+        it would on Kafka.
+        """
+        return [
+            Record(
+                OffsetCommitKey(group_id, entry.topic, entry.partition),
+                OffsetCommitValue(
+                    offset=entry.offset,
+                    leader_epoch=entry.leader_epoch,
+                    metadata="" if entry.metadata is None else entry.metadata,
+                    commit_timestamp_ms=now_ms,
+                    expire_timestamp_ms=entry.expire_timestamp_ms,
+                ),
+            )
+            for entry in commits
+        ]
+
+    def delete(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> list[Record]:
+        """Tombstones for those of `partitions` that have a committed offset (once each).
+
+        Tombstoning a non-existent key would be harmless but would grow the log for nothing.
+        """
+        group = self._offsets.get(group_id, {})
+        records: list[Record] = []
+        seen: set[tuple[str, int]] = set()
+        for topic, partition in partitions:
+            tp = (topic, partition)
+            if tp in group and tp not in seen:
+                seen.add(tp)
+                records.append(Record(OffsetCommitKey(group_id, topic, partition), None))
+        return records
+
+    def delete_group(self, group_id: str) -> list[Record]:
+        """Tombstones for every committed offset of `group_id`."""
+        return [
+            Record(OffsetCommitKey(group_id, topic, partition), None)
+            for topic, partition in self._offsets.get(group_id, {})
+        ]
+
+    def expire(
+        self,
+        now_ms: int,
+        retention_ms: int,
+        empty_since_ms: Mapping[str, int | None],
+    ) -> list[Record]:
+        """Tombstones for offsets whose retention has run out (KIP-211, Kafka 2.1+).
+
+        `empty_since_ms` says, per group the coordinator knows of, when it became empty, or
+        None if it has members. A group with offsets but absent from the mapping has no group
+        state at all: its offsets come from standalone (assign()-mode) consumers or admin
+        tools.
+
+        - Groups with members never lose offsets, whatever their expire timestamps: the
+          consumers are live and may still need them (Kafka skips such groups entirely).
+        - Otherwise an offset with an explicit expire timestamp (legacy OffsetCommit v1-v4)
+          expires when `now_ms` reaches it.
+        - Otherwise it expires `retention_ms` after the later of its commit and the moment
+          the group became empty (just the commit for standalone offsets). Kafka bases it
+          on the empty-since time alone; taking the later of the two never expires an offset
+          sooner than `retention_ms` after it was written, e.g. one committed by an admin
+          tool to an already-empty group.
+        """
+        records: list[Record] = []
+        for group_id, offsets in self._offsets.items():
+            if group_id in empty_since_ms:
+                empty_since = empty_since_ms[group_id]
+                if empty_since is None:
+                    continue
+            else:
+                empty_since = None
+            for (topic, partition), value in offsets.items():
+                if value.expire_timestamp_ms != NO_EXPIRE_TIMESTAMP:
+                    expires_at = value.expire_timestamp_ms
+                else:
+                    base = value.commit_timestamp_ms
+                    if empty_since is not None:
+                        base = max(base, empty_since)
+                    expires_at = base + retention_ms
+                if expires_at <= now_ms:
+                    records.append(Record(OffsetCommitKey(group_id, topic, partition), None))
+        return records
+
+    # ---------------------------------------------------------------------------- queries
+
+    def fetch(self, group_id: str, topic: str, partition: int) -> OffsetCommitValue | None:
+        """The committed offset of one partition, or None if there is none."""
+        return self._offsets.get(group_id, {}).get((topic, partition))
+
+    def fetch_all(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue]:
+        """All committed offsets of `group_id` by (topic, partition); a copy, safe to keep."""
+        return dict(self._offsets.get(group_id, {}))
+
+    def groups(self) -> set[str]:
+        """Ids of the groups that have at least one committed offset."""
+        return set(self._offsets)
+
+    def has_offsets(self, group_id: str) -> bool:
+        """Whether `group_id` has any committed offset (e.g. to list or keep a group)."""
+        return group_id in self._offsets
