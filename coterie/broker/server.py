@@ -98,6 +98,9 @@ class Broker:
             self._serve_connection, self.config.host, self.config.port,
             limit=READ_CHUNK, reuse_address=True,
         )
+        if self.config.port == 0:
+            # Listening on an ephemeral port: advertise the one we actually got.
+            self.config.port = self.port
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         log.info("coterie listening on %s:%d (node %d, cluster %s, data %s)",
                  self.config.host, self.config.port, self.config.node_id, self.cluster_id,
