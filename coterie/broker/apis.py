@@ -10,7 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from coterie.broker.handlers import api_versions, fetch, metadata, offsets, produce, topics
+from coterie.broker.handlers import (
+    api_versions,
+    fetch,
+    groups,
+    metadata,
+    offset_commit,
+    offsets,
+    produce,
+    topics,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +43,21 @@ APIS: dict[int, Api] = {
         Api(1, "Fetch", 4, 16, fetch.handle),
         Api(2, "ListOffsets", 1, 8, offsets.list_offsets),
         Api(3, "Metadata", 0, 13, metadata.handle),
+        Api(8, "OffsetCommit", 2, 9, offset_commit.offset_commit),
+        Api(9, "OffsetFetch", 1, 9, offset_commit.offset_fetch),
+        Api(10, "FindCoordinator", 0, 6, groups.find_coordinator),
+        Api(11, "JoinGroup", 0, 9, groups.join_group),
+        Api(12, "Heartbeat", 0, 4, groups.heartbeat),
+        Api(13, "LeaveGroup", 0, 5, groups.leave_group),
+        Api(14, "SyncGroup", 0, 5, groups.sync_group),
+        Api(15, "DescribeGroups", 0, 5, groups.describe_groups),
+        Api(16, "ListGroups", 0, 5, groups.list_groups),
         Api(18, "ApiVersions", 0, 3, api_versions.handle),
         Api(19, "CreateTopics", 2, 7, topics.create_topics),
         Api(20, "DeleteTopics", 1, 6, topics.delete_topics),
         Api(23, "OffsetForLeaderEpoch", 2, 4, offsets.offset_for_leader_epoch),
         Api(37, "CreatePartitions", 0, 3, topics.create_partitions),
+        Api(42, "DeleteGroups", 0, 2, groups.delete_groups),
+        Api(47, "OffsetDelete", 0, 0, offset_commit.offset_delete),
     )
 }

@@ -22,14 +22,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from coterie.log.manager import LogManager, TopicInfo
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.apis import API_VERSIONS, APIS, Api
 from coterie.broker.config import BrokerConfig
 from coterie.broker.context import RequestContext
+from coterie.broker.groups import GroupRuntime
 from coterie.broker.handlers.api_versions import unsupported_version_answer
 from coterie.broker.waiters import FetchWaiters
+from coterie.log.manager import LogManager, TopicInfo
 from coterie.wire.build import build, field_names
 from coterie.wire.codec import (
     DecodeError,
@@ -70,6 +71,8 @@ class Broker:
         self.waiters = FetchWaiters()
         self.logs: LogManager = LogManager.open(config.data_dir, config.props, self.now_ms())
         self.cluster_id = _load_cluster_id(config.data_dir)
+        self.groups = GroupRuntime(self)
+        self.groups.ensure_topic()
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self._connections: set[asyncio.Task] = set()
@@ -102,6 +105,7 @@ class Broker:
             # Listening on an ephemeral port: advertise the one we actually got.
             self.config.port = self.port
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(self.groups.load()))
         log.info("coterie listening on %s:%d (node %d, cluster %s, data %s)",
                  self.config.host, self.config.port, self.config.node_id, self.cluster_id,
                  self.config.data_dir)
@@ -124,21 +128,29 @@ class Broker:
         for task in [*self._tasks, *self._connections]:
             with contextlib.suppress(BaseException):
                 await task
+        self.groups.close()
         self.logs.close()
 
     async def _housekeeping(self) -> None:
         """Retention and time-based flushing, on Kafka's check intervals."""
         retention_every = self.config.get_int("log.retention.check.interval.ms") / 1000
         flush_every = self.config.get_int("log.flush.scheduler.interval.ms") / 1000
+        offsets_every = self.groups._int("offsets.retention.check.interval.ms") / 1000
         next_retention = time.monotonic() + retention_every
+        next_offsets = time.monotonic() + offsets_every
         while True:
-            await asyncio.sleep(min(flush_every, retention_every))
+            await asyncio.sleep(min(flush_every, retention_every, offsets_every))
             now = self.now_ms()
             try:
                 self.logs.maybe_flush(now)
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
                     self.logs.enforce_retention(now)
+                if self.groups.loaded and time.monotonic() >= next_offsets:
+                    next_offsets = time.monotonic() + offsets_every
+                    expired = self.groups.expire_offsets()
+                    if expired:
+                        log.info("expired %d committed offsets", expired)
             except Exception:
                 log.exception("housekeeping failed")
 

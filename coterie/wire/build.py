@@ -68,7 +68,11 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
 
 def _convert(plan: _FieldPlan, value: Any) -> Any:
     if value is None:
-        return None
+        if plan.optional or plan.nested is not None or plan.kafka_type == "records":
+            return None
+        # A None for a field this version cannot null (e.g. a string that became nullable
+        # in a later version) is written as the type's zero value, as Kafka does.
+        return () if plan.is_array else _ZERO.get(plan.kafka_type or "")
     if plan.nested is not None:
         if plan.is_array:
             return tuple(

@@ -1,0 +1,286 @@
+"""The group coordinator's runtime: the I/O around the pure core in coterie.group.
+
+It owns the internal compacted topic `__consumer_offsets`: a group maps to one of its
+partitions by Java's `String.hashCode` (as Kafka does), and every record a handler returns is
+appended there as one record batch *before* any response of that call is sent. At start-up
+the partitions are read back and every record is replayed through the same `replay` code the
+tests use; until that finishes, group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
+
+It also turns the core's timer operations into event-loop timers and its parked requests into
+futures: a handler that gets no immediate answer awaits the future of its token, which a later
+call (another member's join, a timer) resolves through `Result.completed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import io
+import itertools
+import logging
+import uuid
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch
+from kio.records.schema import Record as WireRecord
+from kio.records.writers import write_new_batch
+from kio.schema.errors import ErrorCode
+
+from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
+from coterie.group.consumer_protocol import subscribed_topics
+from coterie.group.offsets import OffsetStore
+from coterie.group.record_codec import UnknownRecordType, decode, encode
+from coterie.group.records import GroupMetadataKey, OffsetCommitKey, Record
+from coterie.group.results import Result, TimerOp
+
+if TYPE_CHECKING:
+    from coterie.broker.server import Broker
+
+log = logging.getLogger("coterie.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+
+GROUP_DEFAULTS = {
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.segment.bytes": str(100 * 1024 * 1024),
+    "offsets.retention.minutes": str(7 * 24 * 60),
+    "offsets.retention.check.interval.ms": "600000",
+    "offset.metadata.max.bytes": "4096",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.max.size": str(2**31 - 1),
+    "group.classic.max.member.metadata.bytes": str(1024 * 1024),
+}
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's mapping of a group to a coordinator partition (Utils.abs maps MIN_VALUE to 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(2**31) else abs(h)) % partitions
+
+
+def with_error(response: Any, error: ErrorCode) -> Any:
+    """The same answer, carrying `error` instead (for records that could not be persisted)."""
+    if isinstance(response, ErrorCode):
+        return error
+    if dataclasses.is_dataclass(response) and hasattr(response, "error"):
+        return dataclasses.replace(response, error=error)
+    return response
+
+
+class GroupRuntime:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.props = {**GROUP_DEFAULTS, **broker.config.props}
+        self.num_partitions = int(self.props["offsets.topic.num.partitions"])
+        self.classic = ClassicCoordinator(ClassicConfig(
+            min_session_timeout_ms=self._int("group.min.session.timeout.ms"),
+            max_session_timeout_ms=self._int("group.max.session.timeout.ms"),
+            initial_rebalance_delay_ms=self._int("group.initial.rebalance.delay.ms"),
+            max_size=self._int("group.max.size"),
+            max_metadata_bytes=self._int("group.classic.max.member.metadata.bytes"),
+        ), self._new_member_id)
+        self.offsets = OffsetStore()
+        self.loaded = False
+        self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._tokens = itertools.count(1)
+
+    def _int(self, key: str) -> int:
+        return int(self.props[key])
+
+    @property
+    def offset_metadata_max_bytes(self) -> int:
+        return self._int("offset.metadata.max.bytes")
+
+    @property
+    def retention_ms(self) -> int:
+        return self._int("offsets.retention.minutes") * 60_000
+
+    @staticmethod
+    def _new_member_id(client_id: str) -> str:
+        return f"{client_id or 'member'}-{uuid.uuid4()}"
+
+    # -- start-up -------------------------------------------------------------------------
+    def ensure_topic(self) -> None:
+        logs = self.broker.logs
+        if OFFSETS_TOPIC not in logs.topics:
+            self.broker.create_topic(OFFSETS_TOPIC, self.num_partitions, {
+                "cleanup.policy": "compact",
+                "segment.bytes": self.props["offsets.topic.segment.bytes"],
+            })
+        else:
+            self.num_partitions = logs.topics[OFFSETS_TOPIC].partitions
+
+    async def load(self) -> None:
+        """Replay every partition of __consumer_offsets, yielding to the loop as it goes so
+        that other requests are answered (group ones with COORDINATOR_LOAD_IN_PROGRESS)."""
+        started = self.broker.now_ms()
+        count = skipped = 0
+        for index in range(self.num_partitions):
+            part = self.broker.logs.partition(OFFSETS_TOPIC, index)
+            if part is None:
+                continue
+            offset = part.log_start_offset
+            while offset < part.log_end_offset:
+                data = part.read(offset, LOAD_CHUNK_BYTES)
+                if not data:
+                    break
+                pos = 0
+                while pos < len(data):
+                    batch, size = read_batch(data, pos)
+                    pos += size
+                    for wire in batch.records:
+                        offset = wire.offset + 1
+                        if wire.offset < part.log_start_offset or wire.key is None:
+                            continue
+                        try:
+                            self._replay(decode(wire.key, wire.value))
+                            count += 1
+                        except UnknownRecordType:
+                            skipped += 1
+                    offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
+                await asyncio.sleep(0)
+        self._apply_timers(self.classic.timers_after_load(self.broker.now_ms()))
+        self.loaded = True
+        log.info("loaded %d group records (%d of unknown types skipped) from %s in %d ms: "
+                 "%d groups, %d groups with offsets", count, skipped, OFFSETS_TOPIC,
+                 self.broker.now_ms() - started, len(self.classic.groups),
+                 len(self.offsets.groups()))
+
+    def _replay(self, record: Record) -> None:
+        if isinstance(record.key, OffsetCommitKey):
+            self.offsets.replay(record)
+        elif isinstance(record.key, GroupMetadataKey):
+            self.classic.replay(record)
+
+    # -- running results ------------------------------------------------------------------
+    def park(self) -> tuple[int, asyncio.Future[Any]]:
+        token = next(self._tokens)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters[token] = fut
+        return token, fut
+
+    async def complete(self, group_id: str, result: Result, token: int,
+                       fut: asyncio.Future[Any]) -> Any:
+        """Persist and apply `result`; return the answer for `token` (awaiting it if the
+        request was parked)."""
+        response = self.run(group_id, result)
+        if response is not None:
+            self._waiters.pop(token, None)
+            return response
+        try:
+            return await fut
+        finally:
+            self._waiters.pop(token, None)
+
+    def run(self, group_id: str, result: Result) -> Any:
+        """Append the records, then answer, then arm timers. Returns the immediate answer."""
+        response = result.response
+        completed = result.completed
+        if result.records:
+            try:
+                self.persist(group_id, result.records)
+            except Exception:
+                log.exception("could not persist %d records of group %s",
+                              len(result.records), group_id)
+                error = ErrorCode.coordinator_not_available
+                response = with_error(response, error)
+                completed = [(t, with_error(r, error)) for t, r in completed]
+                group = self.classic.groups.get(group_id)
+                if group is not None:
+                    retry = self.classic.persist_failed(group_id, group.generation,
+                                                        self.broker.now_ms())
+                    result.timers.extend(retry.timers)
+                    completed.extend(retry.completed)
+        self._apply_timers(result.timers)
+        for token, answer in completed:
+            self._resolve(token, answer)
+        return response
+
+    def persist(self, group_id: str, records: list[Record]) -> None:
+        """Append records as one batch to the group's partition and replay offset records
+        (classic group state is already live; its records exist for recovery)."""
+        now = self.broker.now_ms()
+        stamp = datetime.datetime.fromtimestamp(now / 1000, datetime.UTC)
+        wire = []
+        for i, record in enumerate(records):
+            key, value = encode(record)
+            wire.append(WireRecord(attributes=0, timestamp=stamp, offset=i, key=key,
+                                   value=value, headers=()))
+        buf = io.BytesIO()
+        write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1,
+                                            base_sequence=-1, records=tuple(wire),
+                                            attributes=0))
+        index = partition_for(group_id, self.num_partitions)
+        part = self.broker.logs.partition(OFFSETS_TOPIC, index)
+        if part is None:
+            raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is missing")
+        part.append(buf.getvalue(), 0, now)
+        for record in records:
+            if isinstance(record.key, OffsetCommitKey):
+                self.offsets.replay(record)
+
+    def _resolve(self, token: Hashable, answer: Any) -> None:
+        fut = self._waiters.pop(token, None)  # type: ignore[arg-type]
+        if fut is not None and not fut.done():
+            fut.set_result(answer)
+
+    def _apply_timers(self, ops: list[TimerOp]) -> None:
+        loop = asyncio.get_running_loop()
+        now = self.broker.now_ms()
+        for op in ops:
+            handle = self._timers.pop(op.key, None)
+            if handle is not None:
+                handle.cancel()
+            if op.deadline_ms is not None:
+                delay = max(0.0, (op.deadline_ms - now) / 1000)
+                self._timers[op.key] = loop.call_later(delay, self._fire, op.key)
+
+    def _fire(self, key: tuple) -> None:
+        self._timers.pop(key, None)
+        group_id = key[1]
+        try:
+            self.run(group_id, self.classic.on_timer(key, self.broker.now_ms()))
+        except Exception:
+            log.exception("timer %s failed", key)
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """Topics a live consumer group subscribes to (for OffsetDelete)."""
+        group = self.classic.groups.get(group_id)
+        if group is None or not group.members or group.protocol_type != "consumer":
+            return set()
+        topics: set[str] = set()
+        for m in group.members.values():
+            topics |= subscribed_topics(m.metadata_for(group.protocol))
+        return topics
+
+    # -- offsets housekeeping -------------------------------------------------------------
+    def expire_offsets(self) -> int:
+        records = self.offsets.expire(self.broker.now_ms(), self.retention_ms,
+                                      self.classic.empty_since())
+        by_group: dict[str, list[Record]] = {}
+        for r in records:
+            by_group.setdefault(r.key.group_id, []).append(r)
+        for group_id, rs in by_group.items():
+            self.persist(group_id, rs)
+        return len(records)
+
+    def close(self) -> None:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()

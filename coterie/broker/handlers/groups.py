@@ -1,0 +1,199 @@
+"""Classic group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+DescribeGroups, ListGroups, DeleteGroups.
+
+Each handler translates the wire version into the core's version-free message, runs the core,
+lets the runtime persist and schedule, and translates the answer back. This one broker is
+the coordinator of every group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coterie.broker.context import RequestContext
+from coterie.group.classic_messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeavingMember,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+
+LOADING = ErrorCode.coordinator_load_in_progress
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+def _host(ctx: RequestContext) -> str:
+    return "/" + ctx.peer.rsplit(":", 1)[0]
+
+
+def find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    cfg = ctx.broker.config
+    key_type = getattr(request, "key_type", 0)
+    keys = list(request.coordinator_keys) if ctx.api_version >= 4 else [request.key]
+    entries = []
+    for key in keys:
+        if key_type != 0:
+            entries.append({"key": key, "error_code": ErrorCode.coordinator_not_available,
+                            "error_message": "coterie coordinates groups only", "node_id": -1,
+                            "host": "", "port": -1})
+        else:
+            entries.append({"key": key, "error_code": ErrorCode.none, "node_id": cfg.node_id,
+                            "host": cfg.advertised_host, "port": cfg.advertised_port})
+    if ctx.api_version >= 4:
+        return ctx.respond({"coordinators": entries})
+    return ctx.respond(entries[0])
+
+
+def _join_answer(ctx: RequestContext, r: JoinGroupResponse) -> Any:
+    return ctx.respond({
+        "error_code": r.error, "generation_id": r.generation_id,
+        "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,
+        "leader": r.leader, "skip_assignment": r.skip_assignment, "member_id": r.member_id,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "metadata": m.metadata} for m in r.members],
+    })
+
+
+async def join_group(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    if not runtime.loaded:
+        return _join_answer(ctx, JoinGroupResponse(LOADING, member_id=request.member_id))
+    session = _ms(request.session_timeout)
+    rebalance = _ms(request.rebalance_timeout) if ctx.api_version >= 1 else session
+    token, fut = runtime.park()
+    core = JoinGroupRequest(
+        group_id=request.group_id, member_id=request.member_id,
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        session_timeout_ms=session,
+        # JoinGroup v0 has no rebalance timeout; the session timeout stands in (never -1).
+        rebalance_timeout_ms=rebalance if rebalance > 0 else session,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        require_known_member_id=ctx.api_version >= 4,
+        client_id=ctx.client_id or "", client_host=_host(ctx),
+        reason=getattr(request, "reason", None), token=token,
+    )
+    result = runtime.classic.join_group(core, ctx.broker.now_ms())
+    return _join_answer(ctx, await runtime.complete(request.group_id, result, token, fut))
+
+
+def _sync_answer(ctx: RequestContext, r: SyncGroupResponse) -> Any:
+    return ctx.respond({"error_code": r.error, "assignment": r.assignment,
+                        "protocol_type": r.protocol_type, "protocol_name": r.protocol_name})
+
+
+async def sync_group(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    if not runtime.loaded:
+        return _sync_answer(ctx, SyncGroupResponse(LOADING))
+    token, fut = runtime.park()
+    core = SyncGroupRequest(
+        group_id=request.group_id, generation_id=request.generation_id,
+        member_id=request.member_id,
+        assignments=tuple((a.member_id, bytes(a.assignment)) for a in request.assignments),
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None), token=token,
+    )
+    result = runtime.classic.sync_group(core, ctx.broker.now_ms())
+    return _sync_answer(ctx, await runtime.complete(request.group_id, result, token, fut))
+
+
+def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    if not runtime.loaded:
+        return ctx.respond({"error_code": LOADING})
+    result = runtime.classic.heartbeat(HeartbeatRequest(
+        request.group_id, request.generation_id, request.member_id,
+        getattr(request, "group_instance_id", None)), ctx.broker.now_ms())
+    return ctx.respond({"error_code": runtime.run(request.group_id, result)})
+
+
+def leave_group(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    if ctx.api_version >= 3:
+        members = tuple(LeavingMember(m.member_id, m.group_instance_id,
+                                      getattr(m, "reason", None)) for m in request.members)
+    else:
+        members = (LeavingMember(request.member_id),)
+    if not runtime.loaded:
+        return ctx.respond({"error_code": LOADING})
+    result = runtime.classic.leave_group(LeaveGroupRequest(request.group_id, members),
+                                         ctx.broker.now_ms())
+    answer = runtime.run(request.group_id, result)
+    if ctx.api_version < 3:
+        return ctx.respond({"error_code": answer.members[0][1] if answer.members else
+                            answer.error})
+    return ctx.respond({"error_code": answer.error, "members": [
+        {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+         "error_code": code} for m, code in answer.members]})
+
+
+def describe_groups(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    groups = []
+    for group_id in request.groups:
+        if not runtime.loaded:
+            groups.append({"error_code": LOADING, "group_id": group_id})
+            continue
+        if not group_id:
+            groups.append({"error_code": ErrorCode.invalid_group_id, "group_id": group_id})
+            continue
+        d = runtime.classic.describe(group_id)
+        state = d.state
+        if state == "Dead" and runtime.offsets.has_offsets(group_id):
+            state = "Empty"  # a group that only has committed offsets
+        groups.append({
+            "error_code": d.error, "group_id": group_id, "group_state": state,
+            "protocol_type": d.protocol_type, "protocol_data": d.protocol,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata, "member_assignment": m.assignment}
+                        for m in d.members],
+        })
+    return ctx.respond({"groups": groups})
+
+
+def list_groups(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    if not runtime.loaded:
+        return ctx.respond({"error_code": LOADING, "groups": []})
+    listed = {g.group_id: g for g in runtime.classic.list_groups()}
+    entries = [{"group_id": g.group_id, "protocol_type": g.protocol_type,
+                "group_state": g.state, "group_type": g.group_type} for g in listed.values()]
+    for group_id in runtime.offsets.groups() - listed.keys():
+        entries.append({"group_id": group_id, "protocol_type": "", "group_state": "Empty",
+                        "group_type": "classic"})
+    states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
+    types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
+    entries = [e for e in entries
+               if (not states or e["group_state"].lower() in states)
+               and (not types or e["group_type"] in types)]
+    return ctx.respond({"error_code": ErrorCode.none, "groups": entries})
+
+
+def delete_groups(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    results = []
+    now = ctx.broker.now_ms()
+    for group_id in request.groups_names:
+        if not runtime.loaded:
+            results.append({"group_id": group_id, "error_code": LOADING})
+            continue
+        code, records = runtime.classic.delete_group(group_id, now)
+        if code == ErrorCode.group_id_not_found and runtime.offsets.has_offsets(group_id):
+            code = ErrorCode.none
+        if code == ErrorCode.none:
+            records = records + runtime.offsets.delete_group(group_id)
+            if records:
+                runtime.persist(group_id, records)
+        results.append({"group_id": group_id, "error_code": code})
+    return ctx.respond({"results": results})
