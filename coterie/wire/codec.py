@@ -67,15 +67,11 @@ def decode_request(frame: bytes, api_key: int, version: int) -> Any:
     read_header, read_body, _ = _request_codec(api_key, version)
     try:
         _, header_size = read_header(frame, 0)
-        body, body_size = read_body(frame, header_size)
+        body, _ = read_body(frame, header_size)
     except Exception as e:
         raise DecodeError(f"undecodable api_key={api_key} v{version} request: {e}") from e
-    if header_size + body_size != len(frame):
-        # Trailing garbage means client and broker disagree on the schema; refuse it.
-        raise DecodeError(
-            f"api_key={api_key} v{version} request has {len(frame) - header_size - body_size}"
-            " trailing bytes"
-        )
+    # Trailing bytes are tolerated, as Apache Kafka does: librdkafka, for one, sends a few
+    # extra bytes in some Metadata v13 requests, and refusing them breaks real clients.
     return body
 
 

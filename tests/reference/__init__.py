@@ -1,0 +1,1 @@
+"""Tests that run one client scenario against coterie and the reference Apache Kafka broker."""
