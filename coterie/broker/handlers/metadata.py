@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from coterie.log.names import validate_topic_name
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
+from coterie.log.names import validate_topic_name
 
 LEADER_EPOCH = 0
 
