@@ -99,6 +99,9 @@ class GroupRuntime:
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._tokens = itertools.count(1)
+        # The compacted view of __consumer_offsets: the last value of every live key, per
+        # partition. Compaction rewrites it as a snapshot and drops the history before it.
+        self._live: dict[int, dict[Any, Record]] = {}
 
     def _int(self, key: str) -> int:
         return int(self.props[key])
@@ -162,7 +165,16 @@ class GroupRuntime:
                  self.broker.now_ms() - started, len(self.classic.groups),
                  len(self.offsets.groups()))
 
+    def _remember(self, record: Record) -> None:
+        live = self._live.setdefault(
+            partition_for(record.key.group_id, self.num_partitions), {})
+        if record.value is None:
+            live.pop(record.key, None)
+        else:
+            live[record.key] = record
+
     def _replay(self, record: Record) -> None:
+        self._remember(record)
         if isinstance(record.key, OffsetCommitKey):
             self.offsets.replay(record)
         elif isinstance(record.key, GroupMetadataKey):
@@ -215,6 +227,13 @@ class GroupRuntime:
     def persist(self, group_id: str, records: list[Record]) -> None:
         """Append records as one batch to the group's partition and replay offset records
         (classic group state is already live; its records exist for recovery)."""
+        self._append(partition_for(group_id, self.num_partitions), records)
+        for record in records:
+            self._remember(record)
+            if isinstance(record.key, OffsetCommitKey):
+                self.offsets.replay(record)
+
+    def _append(self, index: int, records: list[Record]) -> None:
         now = self.broker.now_ms()
         stamp = datetime.datetime.fromtimestamp(now / 1000, datetime.UTC)
         wire = []
@@ -226,14 +245,10 @@ class GroupRuntime:
         write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1,
                                             base_sequence=-1, records=tuple(wire),
                                             attributes=0))
-        index = partition_for(group_id, self.num_partitions)
         part = self.broker.logs.partition(OFFSETS_TOPIC, index)
         if part is None:
             raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is missing")
         part.append(buf.getvalue(), 0, now)
-        for record in records:
-            if isinstance(record.key, OffsetCommitKey):
-                self.offsets.replay(record)
 
     def _resolve(self, token: Hashable, answer: Any) -> None:
         fut = self._waiters.pop(token, None)  # type: ignore[arg-type]
@@ -279,6 +294,31 @@ class GroupRuntime:
         for group_id, rs in by_group.items():
             self.persist(group_id, rs)
         return len(records)
+
+    def compact(self, min_segments: int = 2) -> int:
+        """Compaction of __consumer_offsets by snapshot: for each partition that has grown to
+        `min_segments` segments, roll, append the last value of every live key (tombstoned
+        keys are simply absent), flush, then delete every segment before the snapshot.
+
+        A crash at any point is safe: before the old segments are deleted, replay sees the
+        history followed by (part of) the snapshot, whose records only restate current
+        values; after, it sees the snapshot and what followed. Returns partitions compacted.
+        """
+        compacted = 0
+        for index in range(self.num_partitions):
+            part = self.broker.logs.partition(OFFSETS_TOPIC, index)
+            if part is None or part.segment_count < min_segments:
+                continue
+            part.roll()
+            start = part.log_end_offset
+            records = list(self._live.get(index, {}).values())
+            for chunk_start in range(0, len(records), 1000):
+                chunk = records[chunk_start:chunk_start + 1000]
+                self._append(index, chunk)
+            part.flush()
+            part.delete_segments_before(start)
+            compacted += 1
+        return compacted
 
     def close(self) -> None:
         for handle in self._timers.values():

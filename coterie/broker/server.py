@@ -151,6 +151,10 @@ class Broker:
                     expired = self.groups.expire_offsets()
                     if expired:
                         log.info("expired %d committed offsets", expired)
+                if self.groups.loaded:
+                    compacted = self.groups.compact()
+                    if compacted:
+                        log.info("compacted %d partitions of __consumer_offsets", compacted)
             except Exception:
                 log.exception("housekeeping failed")
 

@@ -328,6 +328,17 @@ class PartitionLog:
                 deleted += 1
         return deleted
 
+    def delete_segments_before(self, offset: int) -> int:
+        """Delete every whole segment that lies entirely below `offset` (never the active
+        one), advancing the log start. Used by the group coordinator to drop history that a
+        snapshot of the current state has made redundant. Returns how many went."""
+        self._check_open()
+        deleted = 0
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            self._delete_oldest()
+            deleted += 1
+        return deleted
+
     def _delete_oldest(self) -> None:
         seg = self._segments.pop(0)
         self._bases.pop(0)

@@ -1,0 +1,115 @@
+"""Committed offsets are durable: they survive kill -9, and compaction of __consumer_offsets
+keeps only current values without losing any."""
+
+from __future__ import annotations
+
+import time
+
+from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v8.request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from kio.schema.offset_commit.v8.request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kio.schema.offset_fetch.v8.request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopics,
+)
+
+from tests.integration.test_data_plane_raw import create
+from tests.kafka_raw import RawConnection
+
+
+def commit(conn: RawConnection, group: str, topic: str, offsets: dict[int, int],
+           metadata: str = "") -> list[ErrorCode]:
+    resp = conn.request(OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="",
+        group_instance_id=None, topics=(OffsetCommitRequestTopic(name=topic, partitions=tuple(
+            OffsetCommitRequestPartition(partition_index=p, committed_offset=o,
+                                         committed_leader_epoch=-1, committed_metadata=metadata)
+            for p, o in offsets.items())),)))
+    return [p.error_code for t in resp.topics for p in t.partitions]
+
+
+def fetch(conn: RawConnection, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    resp = conn.request(OffsetFetchRequest(groups=(OffsetFetchRequestGroup(
+        group_id=group, topics=(OffsetFetchRequestTopics(name=topic,
+                                                         partition_indexes=tuple(partitions)),)),),
+        require_stable=False))
+    return {p.partition_index: p.committed_offset
+            for t in resp.groups[0].topics for p in t.partitions}
+
+
+def earliest(conn: RawConnection, topic: str, partition: int) -> int:
+    resp = conn.request(ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+        ListOffsetsTopic(name=topic, partitions=(ListOffsetsPartition(
+            partition_index=partition, current_leader_epoch=-1, timestamp=-2),)),)))
+    return resp.topics[0].partitions[0].offset
+
+
+def wait_loaded(conn: RawConnection, group: str, topic: str, deadline_s: float = 20) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        resp = conn.request(OffsetFetchRequest(groups=(OffsetFetchRequestGroup(
+            group_id=group, topics=(OffsetFetchRequestTopics(name=topic,
+                                                             partition_indexes=(0,)),)),),
+            require_stable=False))
+        if resp.groups[0].error_code != ErrorCode.coordinator_load_in_progress:
+            return
+        time.sleep(0.1)
+    raise TimeoutError("coordinator still loading")
+
+
+def test_commits_survive_kill9(coterie):
+    with RawConnection(coterie.host, coterie.port) as c:
+        create(c, "orders", 4)
+        wait_loaded(c, "g1", "orders")
+        assert commit(c, "g1", "orders", {0: 10, 1: 20, 2: 30, 3: 40}) == [ErrorCode.none] * 4
+        assert commit(c, "g1", "orders", {1: 21}) == [ErrorCode.none]
+    coterie.restart_after_kill9()
+    with RawConnection(coterie.host, coterie.port) as c:
+        wait_loaded(c, "g1", "orders")
+        assert fetch(c, "g1", "orders", [0, 1, 2, 3]) == {0: 10, 1: 21, 2: 30, 3: 40}
+
+
+def test_metadata_too_large_and_unknown_partition(coterie):
+    with RawConnection(coterie.host, coterie.port) as c:
+        create(c, "meta", 1)
+        wait_loaded(c, "g", "meta")
+        assert commit(c, "g", "meta", {0: 1}, metadata="x" * 4097) == [
+            ErrorCode.offset_metadata_too_large]
+        assert commit(c, "g", "meta", {0: 1}, metadata="x" * 4096) == [ErrorCode.none]
+        assert commit(c, "g", "meta", {5: 1}) == [ErrorCode.unknown_topic_or_partition]
+
+
+def test_compaction_keeps_current_offsets_and_drops_history(coterie_factory):
+    broker = coterie_factory(config={
+        "offsets.topic.num.partitions": "1",
+        "offsets.topic.segment.bytes": "16384",
+        "log.flush.scheduler.interval.ms": "200",
+    })
+    with RawConnection(broker.host, broker.port) as c:
+        create(c, "busy", 8)
+        wait_loaded(c, "g", "busy")
+        for round_ in range(300):
+            assert set(commit(c, "g", "busy", {p: round_ * 10 + p for p in range(8)})) == {
+                ErrorCode.none}
+        deadline = time.monotonic() + 20
+        while earliest(c, "__consumer_offsets", 0) == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        start = earliest(c, "__consumer_offsets", 0)
+        assert start > 0, "compaction never dropped any history"
+        expected = {p: 2990 + p for p in range(8)}
+        assert fetch(c, "g", "busy", list(range(8))) == expected
+    broker.restart_after_kill9()
+    with RawConnection(broker.host, broker.port) as c:
+        wait_loaded(c, "g", "busy")
+        assert fetch(c, "g", "busy", list(range(8))) == expected
+    size = sum(f.stat().st_size for f in broker.data_dir.glob("__consumer_offsets-0/*.log"))
+    assert size < 300 * 8 * 60, f"__consumer_offsets still holds {size} bytes"
