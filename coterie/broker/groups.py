@@ -111,6 +111,10 @@ class GroupRuntime:
         return self._int("offset.metadata.max.bytes")
 
     @property
+    def retention_check_interval_ms(self) -> int:
+        return self._int("offsets.retention.check.interval.ms")
+
+    @property
     def retention_ms(self) -> int:
         return self._int("offsets.retention.minutes") * 60_000
 
@@ -251,7 +255,7 @@ class GroupRuntime:
         part.append(buf.getvalue(), 0, now)
 
     def _resolve(self, token: Hashable, answer: Any) -> None:
-        fut = self._waiters.pop(token, None)  # type: ignore[arg-type]
+        fut = self._waiters.pop(token, None) if isinstance(token, int) else None
         if fut is not None and not fut.done():
             fut.set_result(answer)
 

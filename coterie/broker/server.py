@@ -135,7 +135,7 @@ class Broker:
         """Retention and time-based flushing, on Kafka's check intervals."""
         retention_every = self.config.get_int("log.retention.check.interval.ms") / 1000
         flush_every = self.config.get_int("log.flush.scheduler.interval.ms") / 1000
-        offsets_every = self.groups._int("offsets.retention.check.interval.ms") / 1000
+        offsets_every = self.groups.retention_check_interval_ms / 1000
         next_retention = time.monotonic() + retention_every
         next_offsets = time.monotonic() + offsets_every
         while True:

@@ -38,7 +38,7 @@ from coterie.group.classic_messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from coterie.group.records import GroupMetadataKey, Record
+from coterie.group.records import GroupMetadataKey, GroupMetadataValue, Record
 from coterie.group.results import Result, TimerOp
 
 S = ClassicState
@@ -69,10 +69,9 @@ class ClassicCoordinator:
         key = record.key
         if not isinstance(key, GroupMetadataKey):
             return
-        if record.value is None:
+        if not isinstance(record.value, GroupMetadataValue):  # a tombstone
             self.groups.pop(key.group_id, None)
             return
-        assert not isinstance(record.value, type(None))
         self.groups[key.group_id] = ClassicGroup.from_record(key.group_id, record.value)
 
     def timers_after_load(self, now_ms: int) -> list[TimerOp]:
@@ -315,7 +314,6 @@ class ClassicCoordinator:
         if not group.members:
             group.protocol = None
             group.leader = None
-            group.protocol_type = group.protocol_type
             group.transition(S.EMPTY, now_ms, "no members left after the join phase")
             result.records.append(self._group_record(group))
             return result
