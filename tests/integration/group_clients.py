@@ -36,6 +36,7 @@ from confluent_kafka.admin import AdminClient
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.heartbeat.v3.request import HeartbeatRequest
 from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.leave_group.v3.request import LeaveGroupRequest, MemberIdentity
@@ -240,9 +241,18 @@ class ThreadedConsumer(GroupMember, threading.Thread):
             consumer.close(autocommit=False)
 
     def generation(self) -> int:
-        """The generation kafka-python's coordinator currently holds (kafka_python only)."""
+        """The generation the client's coordinator currently holds (kafka-python and
+        aiokafka expose it; librdkafka does not)."""
+        if self.kind == "aiokafka":
+            return self.aiokafka_consumer._coordinator.generation
         coordinator = self.kafka_python_consumer._coordinator
         return coordinator._generation.generation_id
+
+    def member_id(self) -> str:
+        """The member id the client's coordinator currently holds (kafka-python, aiokafka)."""
+        if self.kind == "aiokafka":
+            return self.aiokafka_consumer._coordinator.member_id
+        return self.kafka_python_consumer._coordinator._generation.member_id
 
     # -- aiokafka -----------------------------------------------------------------------------
     async def _run_aiokafka(self) -> None:
@@ -258,6 +268,7 @@ class ThreadedConsumer(GroupMember, threading.Thread):
         consumer.subscribe(topics=self.topics,
                            listener=self._listener(aiokafka.ConsumerRebalanceListener))
         await consumer.start()
+        self.aiokafka_consumer = consumer
         try:
             while not self._stop_event.is_set():
                 got = await consumer.getmany(timeout_ms=200)
@@ -432,6 +443,10 @@ def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
 
+_COORDINATOR_NOT_READY = frozenset({ErrorCode.not_coordinator,
+                                    ErrorCode.coordinator_not_available,
+                                    ErrorCode.coordinator_load_in_progress})
+
 Assign = Callable[[str, Sequence[tuple[str, bytes]]], dict[str, bytes]]
 
 
@@ -487,8 +502,21 @@ class RawMember(threading.Thread):
         with self.lock:
             return self.generations[-1] if self.generations else None
 
+    def _find_coordinator(self, timeout: float = 30.0) -> None:
+        """Ask FindCoordinator until the group's coordinator is ready, as clients do before
+        joining: Apache Kafka creates `__consumer_offsets` on the first lookup and answers
+        NOT_COORDINATOR to group requests until then (single broker: always this one)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            resp = self.conn.request(FindCoordinatorRequest(key=self.group, key_type=0))
+            if resp.error_code == ErrorCode.none:
+                return
+            assert time.monotonic() < deadline, f"{self.label}: FindCoordinator {resp!r}"
+            time.sleep(0.2)
+
     def run(self) -> None:
         try:
+            self._find_coordinator()
             while not self._stop_event.is_set():
                 if not self._join_and_sync():
                     continue
@@ -520,6 +548,12 @@ class RawMember(threading.Thread):
                 self.member_id = ""
                 continue
             if resp.error_code == ErrorCode.rebalance_in_progress:
+                continue
+            if resp.error_code in _COORDINATOR_NOT_READY:
+                # A fresh Apache Kafka broker: __consumer_offsets exists but its partition
+                # is still being loaded. Clients rediscover and retry; so do we.
+                self._find_coordinator()
+                time.sleep(0.2)
                 continue
             assert resp.error_code == ErrorCode.none, f"{self.label} join: {resp.error_code!r}"
             break

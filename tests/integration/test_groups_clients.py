@@ -27,6 +27,7 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import KafkaAdminClient
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.heartbeat.v3.request import HeartbeatRequest
 from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequest,
@@ -58,6 +59,24 @@ from tests.kafka_raw import RawConnection
 
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}
 SESSION_MS = 6000
+
+
+@pytest.fixture(params=["coterie", pytest.param("reference_kafka",
+                                                 marks=pytest.mark.reference)])
+def group_broker(request: pytest.FixtureRequest, coterie_factory: Callable[..., Any]) -> Any:
+    """A coterie broker with FAST_GROUPS, or the session's reference Apache Kafka broker
+    (also started with group.initial.rebalance.delay.ms=0). The scenarios that take this
+    fixture assert the same outcomes on both: members, error codes, generation steps."""
+    if request.param == "coterie":
+        return coterie_factory(config=FAST_GROUPS)
+    return request.getfixturevalue("reference_kafka")
+
+
+def _heartbeat_error(broker: Any, group: str, generation: int, member_id: str) -> ErrorCode:
+    """The error code of one raw Heartbeat v3 for (generation, member id)."""
+    with RawConnection(broker.host, broker.port) as conn:
+        return conn.request(HeartbeatRequest(group_id=group, generation_id=generation,
+                                             member_id=member_id)).error_code
 
 
 def _name(prefix: str) -> str:
@@ -98,13 +117,16 @@ def _wait(what: str, predicate: Callable[[], bool], timeout: float,
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])
-def test_mixed_client_group_consumes_every_record_once(coterie_factory: Callable[..., Any],
+def test_mixed_client_group_consumes_every_record_once(group_broker: Any,
                                                        strategy: str) -> None:
     """confluent-kafka, kafka-python and aiokafka consumers with the same assignor form one
     group over a 12-partition topic: once membership is stable each partition has exactly
     one owner, and 2,400 records produced then are each delivered exactly once, by the
-    member that owns the record's partition, with no rebalance while they flow."""
-    broker: CoterieBroker = coterie_factory(config=FAST_GROUPS)
+    member that owns the record's partition, with no rebalance while they flow. The two
+    members whose clients expose it agree on the generation, which does not move while the
+    records flow; a member of another protocol type is refused with
+    INCONSISTENT_GROUP_PROTOCOL."""
+    broker = group_broker
     topic, group = _name("mixed"), _name("g")
     create_topics(broker.bootstrap, {topic: 12})
     members = [ThreadedConsumer(kind, broker.bootstrap, group, [topic], kind, strategy)
@@ -116,6 +138,12 @@ def test_mixed_client_group_consumes_every_record_once(coterie_factory: Callable
             owned = {m.label: m.assignment for m in members}
             counters = {m.label: m.counters for m in members}
             assert all(len(a) == 4 for a in owned.values()), owned  # 12 / 3 for both assignors
+            kp, aio = members[1], members[2]
+            generation = kp.generation()
+            assert generation >= 1 and aio.generation() == generation
+            with RawConnection(broker.host, broker.port) as conn:
+                assert _join(conn, group, protocol_type="other").error_code == (
+                    ErrorCode.inconsistent_group_protocol)
 
             acked = produce("confluent", broker.bootstrap,
                             make_records(topic, 2400, 12, seed=7))
@@ -139,6 +167,7 @@ def test_mixed_client_group_consumes_every_record_once(coterie_factory: Callable
                     f"{d.member} got {d.topic}-{d.partition} it does not own")
             assert {m.label: m.counters for m in members} == counters, (
                 "a rebalance happened while membership was stable")
+            assert (kp.generation(), aio.generation()) == (generation, generation)
             assert {m.label: m.assignment for m in members} == owned
             state, view = confluent_assignments(broker.bootstrap, group)
             assert state == "STABLE"
@@ -152,12 +181,13 @@ def test_mixed_client_group_consumes_every_record_once(coterie_factory: Callable
 # -- 2. clean leave and late join ----------------------------------------------------------
 
 
-def test_leave_and_late_join_reassign_everything(coterie_factory: Callable[..., Any]) -> None:
+def test_leave_and_late_join_reassign_everything(group_broker: Any) -> None:
     """A member that closes sends LeaveGroup: the others take over its partitions promptly
-    (well before its session timeout could have expired). A member that joins later gets a
-    share. Each time the clients' own callbacks and describe_consumer_groups agree that every
-    partition has exactly one owner."""
-    broker: CoterieBroker = coterie_factory(config=FAST_GROUPS)
+    (well before its session timeout could have expired), in exactly one new generation, and
+    the leaver's member id is unknown from then on. A member that joins later gets a share,
+    again in exactly one new generation. Each time the clients' own callbacks and
+    describe_consumer_groups agree that every partition has exactly one owner."""
+    broker = group_broker
     topic, group = _name("leave"), _name("g")
     create_topics(broker.bootstrap, {topic: 12})
     parts = all_partitions(topic, 12)
@@ -172,7 +202,10 @@ def test_leave_and_late_join_reassign_everything(coterie_factory: Callable[..., 
             wait_until_settled(first, parts)
             wait_for_admin_view(broker.bootstrap, group, {m.label: m.assignment for m in first})
 
-            leaver, stayers = first[2], first[:2]
+            leaver, stayers, kp = first[2], first[:2], first[1]
+            generation = kp.generation()
+            assert leaver.generation() == generation
+            leaver_id = leaver.member_id()
             left_at = time.monotonic()
             leaver.stop()
             wait_until_settled(stayers, parts, quiet=1.0)
@@ -181,12 +214,18 @@ def test_leave_and_late_join_reassign_everything(coterie_factory: Callable[..., 
                 f"survivors took {took:.1f}s: the LeaveGroup did not trigger the rebalance")
             wait_for_admin_view(broker.bootstrap, group,
                                 {m.label: m.assignment for m in stayers})
+            assert kp.generation() == generation + 1
+            assert _heartbeat_error(broker, group, generation + 1, leaver_id) == (
+                ErrorCode.unknown_member_id)
 
             late.start()
             now = [*stayers, late]
             wait_until_settled(now, parts)
             assert not ownership_problems(now, parts)
             wait_for_admin_view(broker.bootstrap, group, {m.label: m.assignment for m in now})
+            assert kp.generation() == generation + 2
+            assert _heartbeat_error(broker, group, generation + 1, kp.member_id()) == (
+                ErrorCode.illegal_generation)
         finally:
             _stop_all(everyone)
 
@@ -194,12 +233,13 @@ def test_leave_and_late_join_reassign_everything(coterie_factory: Callable[..., 
 # -- 3. a member that dies -------------------------------------------------------------------
 
 
-def test_killed_member_loses_partitions_after_session_timeout(
-        coterie_factory: Callable[..., Any]) -> None:
+def test_killed_member_loses_partitions_after_session_timeout(group_broker: Any) -> None:
     """A kafka-python consumer in a child process is SIGKILLed, so it sends neither
     LeaveGroup nor heartbeats. Its partitions stay assigned until its 6 s session timeout
-    passes; then the broker removes it, the survivors rebalance and own all partitions."""
-    broker: CoterieBroker = coterie_factory(config=FAST_GROUPS)
+    passes; then the broker removes it, the survivors rebalance and own all partitions. Its
+    arrival and its eviction each make exactly one new generation, and its member id is
+    unknown afterwards."""
+    broker = group_broker
     topic, group = _name("kill"), _name("g")
     create_topics(broker.bootstrap, {topic: 12})
     parts = all_partitions(topic, 12)
@@ -210,11 +250,16 @@ def test_killed_member_loses_partitions_after_session_timeout(
         try:
             _start(survivors)
             wait_until_settled(survivors, parts, quiet=1.0)
+            aio = survivors[1]
+            generation = aio.generation()
             victim = ChildProcessMember(broker.bootstrap, group, topic, "doomed")
             members = [*survivors, victim]
             wait_until_settled(members, parts)
             _, view = confluent_assignments(broker.bootstrap, group)
             assert set(view) == {"c1", "aio", "doomed"}
+            assert aio.generation() == generation + 1
+            victim_id = {m.client_id: m.member_id
+                         for m in confluent_describe(broker.bootstrap, group).members}["doomed"]
 
             before = {m.label: m.counters for m in survivors}
             victim.sigkill()
@@ -228,6 +273,9 @@ def test_killed_member_loses_partitions_after_session_timeout(
             assert took >= SESSION_MS / 1000 - 1, f"rebalanced after only {took:.1f}s"
             wait_for_admin_view(broker.bootstrap, group,
                                 {m.label: m.assignment for m in survivors})
+            assert aio.generation() == generation + 2
+            assert _heartbeat_error(broker, group, generation + 2, victim_id) == (
+                ErrorCode.unknown_member_id)
         finally:
             _stop_all([*survivors, *([victim] if victim else [])])
 
@@ -501,14 +549,13 @@ def _check_one_leader(members: Sequence[RawMember], hosts: set[bytes]) -> RawMem
     return leader
 
 
-def test_leader_election_over_the_generic_group_protocol(
-        coterie_factory: Callable[..., Any]) -> None:
+def test_leader_election_over_the_generic_group_protocol(group_broker: Any) -> None:
     """Three raw members of protocol type "leader-election" join: they end in one
     generation with exactly one leader (the JoinGroup leader, whose SyncGroup hands out
     b"leader"/b"follower"). The leader then vanishes (no LeaveGroup, socket closed); after
     its session timeout the others see REBALANCE_IN_PROGRESS on heartbeat, rejoin, and
     exactly one of them becomes the new leader. DescribeGroups shows the opaque protocol."""
-    broker: CoterieBroker = coterie_factory(config=FAST_GROUPS)
+    broker = group_broker
     group = _name("election")
     members = [_le_member(broker, group, n) for n in range(3)]
     with broker_log_on_failure(broker.log_text):
