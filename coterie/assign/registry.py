@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from coterie.assign.cooperative_sticky import CooperativeStickyAssignor
 from coterie.assign.copartitioned import CopartitionedAssignor
 from coterie.assign.range import RangeAssignor
 from coterie.assign.replicated import ReplicatedAssignor
 from coterie.assign.roundrobin import RoundRobinAssignor
 from coterie.assign.spec import Assignor
+from coterie.assign.sticky import StickyAssignor
 
 AssignorFactory = Callable[[], Assignor]
 
@@ -23,6 +25,8 @@ _FACTORIES: dict[str, AssignorFactory] = {
     RoundRobinAssignor.name: RoundRobinAssignor,
     CopartitionedAssignor.name: CopartitionedAssignor,
     ReplicatedAssignor.name: ReplicatedAssignor,
+    StickyAssignor.name: StickyAssignor,
+    CooperativeStickyAssignor.name: CooperativeStickyAssignor,
 }
 
 

@@ -11,7 +11,8 @@ from coterie.assign.spec import Assignor
 
 
 def test_builtins_by_name():
-    assert registry.names() == ["copartitioned", "range", "replicated", "roundrobin"]
+    assert registry.names() == ["cooperative-sticky", "copartitioned", "range", "replicated",
+                                "roundrobin", "sticky"]
     for name in registry.names():
         assignor = registry.lookup(name)
         assert isinstance(assignor, Assignor)
