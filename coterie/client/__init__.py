@@ -1,0 +1,37 @@
+"""coterie.client: an asyncio member runtime for Kafka-compatible group coordinators.
+
+    GroupMember        join / sync / heartbeat / rejoin / leave around an EmbeddedProtocol
+    EmbeddedProtocol   the extension point (metadata, assign, on_assignment, on_revoke, on_lost)
+    LeaderElection     exactly one leader among the members of a group
+    TaskDistribution   Connect-style distribution of tasks among workers
+    Cluster            bootstrap, Metadata, FindCoordinator, dedicated connections
+    Connection         one broker connection (kio codecs, version negotiation)
+
+Errors are in `coterie.client.errors`.
+"""
+
+from coterie.client.cluster import Cluster, ClusterMetadata, Node
+from coterie.client.connection import Connection
+from coterie.client.election import LeaderElection, LeaderInfo, Leadership
+from coterie.client.member import GroupMember, MemberState
+from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
+from coterie.client.task_assignor import Worker, balanced_assignment
+from coterie.client.tasks import TaskDistribution
+
+__all__ = [
+    "Cluster",
+    "ClusterMetadata",
+    "Connection",
+    "EmbeddedProtocol",
+    "Generation",
+    "GroupMember",
+    "JoinedMember",
+    "LeaderElection",
+    "LeaderInfo",
+    "Leadership",
+    "MemberState",
+    "Node",
+    "TaskDistribution",
+    "Worker",
+    "balanced_assignment",
+]

@@ -1,0 +1,285 @@
+"""One asyncio TCP connection to one broker.
+
+Theory of operation: a request gets the next correlation id, a future in `_pending` and its
+bytes written at once (id assignment and write happen without an await in between, so the
+bytes on the socket are in correlation order whatever the number of concurrent callers). One
+reader task cuts the incoming stream into frames (`coterie.wire.framing.FrameBuffer`), reads
+the correlation id at the head of each response header and completes the matching future,
+decoding with the response class that was recorded for it. Requests may therefore be
+pipelined freely; matching never relies on answers coming back in order (Kafka brokers do
+answer in order, one connection at a time, which is why a parked JoinGroup holds back the
+requests queued behind it on the same connection).
+
+Versions: `open()` asks ApiVersions first and remembers the broker's ranges; each request is
+then sent in the highest version the broker, kio and the caller's range all accept
+(`coterie.client.versions`). A broker that does not know our ApiVersions version answers in
+the v0 shape with UNSUPPORTED_VERSION and its list; we then ask again in the highest version it
+listed.
+
+Failures are loud and final for this connection: a timed-out request closes it (as Kafka's
+client does: the broker would answer the requests behind the stuck one only afterwards), and
+an EOF or socket error fails every outstanding request with `ConnectionClosedError`. Reconnects
+are the caller's business (`coterie.client.cluster`).
+
+Every byte is encoded and decoded by kio (`coterie.wire.codec.encode_request` for requests,
+kio's entity readers for responses); `coterie.wire.build.build` turns plain dicts into the kio
+entity of the negotiated version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
+
+from coterie.client.errors import (
+    BrokerConnectionError,
+    ConnectionClosedError,
+    RequestTimeoutError,
+    UnsupportedVersionError,
+)
+from coterie.client.versions import MEMBER_API_RANGES, ApiKey, VersionRange, pick_version
+from coterie.wire.build import build
+from coterie.wire.codec import encode_request
+from coterie.wire.framing import FrameBuffer, FrameTooLarge
+
+log = logging.getLogger("coterie.client")
+
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+READ_CHUNK = 256 * 1024
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+SOFTWARE_NAME = "coterie-client"
+SOFTWARE_VERSION = "0.1.0"
+
+Decoder = Callable[[bytes], Any]
+
+
+@cache
+def _decoder(response_cls: type) -> Decoder:
+    read_header = entity_reader(response_cls.__header_schema__)
+    read_body = entity_reader(response_cls)
+
+    def decode(frame: bytes) -> Any:
+        _, offset = read_header(frame, 0)
+        body, _ = read_body(frame, offset)
+        return body
+
+    return decode
+
+
+def _api_versions_decoder(version: int) -> Decoder:
+    """ApiVersions answers of any version start with the v0 header and an error code; an
+    UNSUPPORTED_VERSION answer is laid out as v0 whatever version was asked."""
+    asked = _decoder(load_response_schema(ApiKey.API_VERSIONS, version))
+    v0 = _decoder(load_response_schema(ApiKey.API_VERSIONS, 0))
+
+    def decode(frame: bytes) -> Any:
+        (code,) = _INT16.unpack_from(frame, 4)
+        if code == ErrorCode.unsupported_version and version > 0:
+            return v0(frame)
+        return asked(frame)
+
+    return decode
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api_key={api_key}"
+
+
+class Connection:
+    """A connection to one broker, multiplexing concurrent requests by correlation id."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str,
+                 port: int, *, client_id: str, request_timeout_ms: float,
+                 api_ranges: Mapping[int, VersionRange],
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.api_ranges = dict(api_ranges)
+        self.broker_ranges: dict[int, VersionRange] = {}
+        self._reader = reader
+        self._writer = writer
+        self._frames = FrameBuffer(max_frame_bytes)
+        self._pending: dict[int, tuple[asyncio.Future[Any], Decoder, str]] = {}
+        self._correlation = 0
+        self._closed_error: BrokerConnectionError | None = None
+        self._read_task: asyncio.Task[None] | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, host: str, port: int, *, client_id: str = SOFTWARE_NAME,
+                   connect_timeout_ms: float = 10_000, request_timeout_ms: float = 30_000,
+                   api_ranges: Mapping[int, VersionRange] = MEMBER_API_RANGES,
+                   max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> Connection:
+        """Connect and negotiate versions; raises BrokerConnectionError if either fails."""
+        try:
+            async with asyncio.timeout(connect_timeout_ms / 1000):
+                reader, writer = await asyncio.open_connection(host, port, limit=READ_CHUNK)
+        except (OSError, TimeoutError) as e:
+            raise BrokerConnectionError(f"cannot connect to {host}:{port}: {e!r}") from e
+        conn = cls(reader, writer, host, port, client_id=client_id,
+                   request_timeout_ms=request_timeout_ms, api_ranges=api_ranges,
+                   max_frame_bytes=max_frame_bytes)
+        conn._read_task = asyncio.create_task(conn._read_loop(),
+                                              name=f"coterie-conn-{host}:{port}")
+        try:
+            await conn._negotiate(connect_timeout_ms)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_error is not None
+
+    def close(self, reason: str = "closed by the client") -> None:
+        """Close the socket and fail whatever is outstanding. Idempotent."""
+        self._shut(ConnectionClosedError(f"connection to {self.address} {reason}"))
+
+    async def aclose(self) -> None:
+        """`close()` and wait for the reader task to finish."""
+        self.close()
+        if self._read_task is not None and self._read_task is not asyncio.current_task():
+            with contextlib.suppress(BaseException):
+                await self._read_task
+
+    def _shut(self, error: BrokerConnectionError) -> None:
+        if self._closed_error is not None:
+            return
+        self._closed_error = error
+        self._writer.close()
+        pending, self._pending = self._pending, {}
+        for fut, _, what in pending.values():
+            if not fut.done():
+                fut.set_exception(type(error)(f"{what}: {error}"))
+        if self._read_task is not None and self._read_task is not asyncio.current_task():
+            self._read_task.cancel()
+
+    # -- versions -----------------------------------------------------------------------------
+    async def _negotiate(self, timeout_ms: float) -> None:
+        wanted = self.api_ranges.get(ApiKey.API_VERSIONS, (0, 3))
+        version = wanted[1]
+        for _ in range(2):
+            cls = load_request_schema(ApiKey.API_VERSIONS, version)
+            request = build(cls, {"client_software_name": SOFTWARE_NAME,
+                                  "client_software_version": SOFTWARE_VERSION})
+            response = await self._roundtrip(request, _api_versions_decoder(version),
+                                             timeout_ms)
+            self.broker_ranges = {int(k.api_key): (int(k.min_version), int(k.max_version))
+                                  for k in response.api_keys}
+            if response.error_code == ErrorCode.none:
+                return
+            if response.error_code != ErrorCode.unsupported_version:
+                raise BrokerConnectionError(
+                    f"ApiVersions to {self.address} failed: {response.error_code.name}")
+            retry = pick_version(ApiKey.API_VERSIONS,
+                                 self.broker_ranges.get(ApiKey.API_VERSIONS), wanted)
+            if retry is None or retry == version:
+                break
+            version = retry
+        raise UnsupportedVersionError(f"{self.address} shares no ApiVersions version with us")
+
+    def version(self, api_key: int, wanted: VersionRange | None = None) -> int:
+        """The version a request of `api_key` is sent in on this connection."""
+        wanted = wanted or self.api_ranges.get(api_key)
+        if wanted is None:
+            raise UnsupportedVersionError(f"no client version range for {_api_name(api_key)}")
+        version = pick_version(api_key, self.broker_ranges.get(api_key), wanted)
+        if version is None:
+            raise UnsupportedVersionError(
+                f"{self.address} supports {_api_name(api_key)} "
+                f"{self.broker_ranges.get(api_key, 'not at all')}, the client {wanted}")
+        return version
+
+    # -- requests -----------------------------------------------------------------------------
+    async def call(self, api_key: int, fields: Mapping[str, Any], *,
+                   versions: VersionRange | None = None,
+                   timeout_ms: float | None = None) -> Any:
+        """Send `fields` (newest-version field names) in the negotiated version of `api_key`
+        and return the decoded kio response entity."""
+        version = self.version(api_key, versions)
+        request = build(load_request_schema(api_key, version), fields)
+        return await self.send(request, timeout_ms=timeout_ms)
+
+    async def send(self, request: Any, *, timeout_ms: float | None = None) -> Any:
+        """Send a kio request entity as it is and return the decoded response entity."""
+        cls = load_response_schema(request.__api_key__, request.__version__)
+        return await self._roundtrip(request, _decoder(cls), timeout_ms)
+
+    async def _roundtrip(self, request: Any, decode: Decoder,
+                         timeout_ms: float | None) -> Any:
+        if self._closed_error is not None:
+            raise type(self._closed_error)(str(self._closed_error))
+        what = f"{_api_name(request.__api_key__)} v{request.__version__} to {self.address}"
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        correlation_id = self._correlation
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (fut, decode, what)
+        self._writer.write(encode_request(correlation_id, request, client_id=self.client_id))
+        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        try:
+            async with asyncio.timeout(timeout):
+                await self._writer.drain()
+                return await fut
+        except TimeoutError:
+            error = RequestTimeoutError(f"{what}: no response within {timeout:.1f}s")
+            self._shut(error)
+            raise error from None
+        except (ConnectionError, OSError) as e:
+            self._shut(ConnectionClosedError(f"connection to {self.address} failed: {e!r}"))
+            raise ConnectionClosedError(f"{what}: {e!r}") from e
+        finally:
+            self._pending.pop(correlation_id, None)
+
+    # -- the reader ---------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        reason = "closed by the broker"
+        try:
+            while True:
+                data = await self._reader.read(READ_CHUNK)
+                if not data:
+                    break
+                self._frames.feed(data)
+                while (frame := self._frames.next_frame()) is not None:
+                    self._dispatch(frame)
+        except asyncio.CancelledError:
+            raise
+        except FrameTooLarge as e:
+            reason = f"dropped: {e}"
+        except (ConnectionError, OSError) as e:
+            reason = f"failed: {e!r}"
+        self._shut(ConnectionClosedError(f"connection to {self.address} {reason}"))
+
+    def _dispatch(self, frame: bytes) -> None:
+        (correlation_id,) = _INT32.unpack_from(frame, 0)
+        entry = self._pending.pop(correlation_id, None)
+        if entry is None:
+            log.debug("%s: dropping the answer to correlation id %d (abandoned request)",
+                      self.address, correlation_id)
+            return
+        fut, decode, what = entry
+        if fut.done():
+            return
+        try:
+            fut.set_result(decode(frame))
+        except Exception as e:  # kio raises assorted errors on a malformed response
+            fut.set_exception(BrokerConnectionError(f"{what}: undecodable response: {e!r}"))

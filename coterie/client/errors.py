@@ -1,0 +1,131 @@
+"""The exceptions of the client library, in one place so that callers can catch by kind.
+
+    ClientError
+    ├── BrokerConnectionError         the TCP side: could not connect, closed, timed out
+    │   ├── ConnectionClosedError
+    │   └── RequestTimeoutError
+    ├── BrokerUnavailableError        no broker / coordinator reachable within the bound
+    ├── UnsupportedVersionError       broker, kio and client share no version of an API
+    ├── BrokerError                   a broker answered with an error code (.error_code)
+    │   └── FatalGroupError           a group error that rejoining cannot fix
+    │       ├── InconsistentGroupProtocolError
+    │       ├── FencedInstanceIdError
+    │       ├── GroupAuthorizationFailedError
+    │       ├── GroupMaxSizeReachedError
+    │       ├── InvalidSessionTimeoutError
+    │       └── InvalidGroupIdError
+    └── MemberCallbackError           the embedded protocol's own code failed
+        ├── MetadataError             metadata() raised
+        ├── AssignorError             assign() raised (this member was the leader)
+        └── AssignmentError           on_assignment() raised, e.g. undecodable bytes
+
+Errors the group protocol recovers from by itself (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED, the coordinator errors) never reach user code: the
+member rejoins or rediscovers. Everything here does, through `GroupMember.error`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from coterie.client.protocol import Generation
+
+
+class ClientError(Exception):
+    """Base class of every error raised by coterie.client."""
+
+
+class BrokerConnectionError(ClientError):
+    """A connection to a broker could not be opened or was lost."""
+
+
+class ConnectionClosedError(BrokerConnectionError):
+    """The connection closed (by either side) while a request was outstanding."""
+
+
+class RequestTimeoutError(BrokerConnectionError):
+    """No response within the request timeout; the connection is closed, as Kafka does."""
+
+
+class BrokerUnavailableError(ClientError):
+    """No broker (or no coordinator) could be reached before the configured bound passed."""
+
+
+class UnsupportedVersionError(ClientError):
+    """The broker, kio and the calling code have no version of an API in common."""
+
+
+class BrokerError(ClientError):
+    """A broker answered a request with an error code."""
+
+    def __init__(self, error_code: ErrorCode, api: str, detail: str = "") -> None:
+        text = f"{api} failed with {error_code.name.upper()} ({int(error_code)})"
+        super().__init__(f"{text}: {detail}" if detail else text)
+        self.error_code = error_code
+        self.api = api
+
+
+class FatalGroupError(BrokerError):
+    """A group error that rejoining would not fix: the member stops and reports it."""
+
+
+class InconsistentGroupProtocolError(FatalGroupError):
+    """The group uses another protocol type, or no protocol that this member offers."""
+
+
+class FencedInstanceIdError(FatalGroupError):
+    """Another process registered with the same group.instance.id (KIP-345)."""
+
+
+class GroupAuthorizationFailedError(FatalGroupError):
+    """The principal may not use this group."""
+
+
+class GroupMaxSizeReachedError(FatalGroupError):
+    """The group already has group.max.size members."""
+
+
+class InvalidSessionTimeoutError(FatalGroupError):
+    """The session timeout is outside the broker's group.min/max.session.timeout.ms."""
+
+
+class InvalidGroupIdError(FatalGroupError):
+    """The group id is empty or otherwise invalid."""
+
+
+_FATAL: dict[ErrorCode, type[FatalGroupError]] = {
+    ErrorCode.inconsistent_group_protocol: InconsistentGroupProtocolError,
+    ErrorCode.fenced_instance_id: FencedInstanceIdError,
+    ErrorCode.group_authorization_failed: GroupAuthorizationFailedError,
+    ErrorCode.group_max_size_reached: GroupMaxSizeReachedError,
+    ErrorCode.invalid_session_timeout: InvalidSessionTimeoutError,
+    ErrorCode.invalid_group_id: InvalidGroupIdError,
+}
+
+
+def fatal_group_error(error_code: ErrorCode, api: str, detail: str = "") -> FatalGroupError:
+    """The typed exception for a group error code that ends the member's life."""
+    return _FATAL.get(error_code, FatalGroupError)(error_code, api, detail)
+
+
+class MemberCallbackError(ClientError):
+    """The embedded protocol raised; the original exception is the `__cause__`."""
+
+    def __init__(self, message: str, generation: Generation | None = None) -> None:
+        super().__init__(message)
+        self.generation = generation
+
+
+class MetadataError(MemberCallbackError):
+    """The protocol could not produce its JoinGroup metadata."""
+
+
+class AssignorError(MemberCallbackError):
+    """This member led the group and its protocol could not compute an assignment."""
+
+
+class AssignmentError(MemberCallbackError):
+    """The protocol could not use the assignment it received (undecodable bytes, say)."""
