@@ -17,6 +17,7 @@ from coterie.assign.replicated import ReplicatedAssignor
 from coterie.assign.roundrobin import RoundRobinAssignor
 from coterie.assign.spec import Assignor
 from coterie.assign.sticky import StickyAssignor
+from coterie.assign.uniform import UniformAssignor
 
 AssignorFactory = Callable[[], Assignor]
 
@@ -27,6 +28,7 @@ _FACTORIES: dict[str, AssignorFactory] = {
     ReplicatedAssignor.name: ReplicatedAssignor,
     StickyAssignor.name: StickyAssignor,
     CooperativeStickyAssignor.name: CooperativeStickyAssignor,
+    UniformAssignor.name: UniformAssignor,
 }
 
 

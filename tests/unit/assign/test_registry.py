@@ -12,7 +12,7 @@ from coterie.assign.spec import Assignor
 
 def test_builtins_by_name():
     assert registry.names() == ["cooperative-sticky", "copartitioned", "range", "replicated",
-                                "roundrobin", "sticky"]
+                                "roundrobin", "sticky", "uniform"]
     for name in registry.names():
         assignor = registry.lookup(name)
         assert isinstance(assignor, Assignor)
@@ -21,7 +21,7 @@ def test_builtins_by_name():
 
 def test_unknown_name():
     with pytest.raises(registry.UnknownAssignor):
-        registry.lookup("uniform")
+        registry.lookup("no-such-assignor")
 
 
 def test_register_refuses_to_shadow_unless_asked():
