@@ -24,28 +24,20 @@ MB/s counts record values only, in units of 10^6 bytes.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import ModuleType
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, libversion
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, Producer, TopicPartition, libversion
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-HOST = "127.0.0.1"
-STARTUP_TIMEOUT = 120.0
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _brokers import create_topic, prepare_reference, run_broker
+
 PHASE_TIMEOUT = 600.0
 
 
@@ -68,105 +60,7 @@ class Result:
         return self.records / seconds, self.payload_mb / seconds
 
 
-# --------------------------------------------------------------------------- brokers
-
-
-def load_reference_kafka() -> ModuleType:
-    name = "coterie_reference_kafka"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" /
-                                                  "reference_kafka.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_until_serving(bootstrap: str, proc: subprocess.Popen, log_path: Path,
-                       metadata_probe: bool) -> None:
-    """Wait until the broker listens and, with metadata_probe, answers an all-topics Metadata
-    request (Kafka opens its listener before it is ready to serve); fail with its log."""
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    host, port = bootstrap.rsplit(":", 1)
-    last: Exception | None = None
-    listening = False
-    while not listening and time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                listening = True
-        except OSError as exc:
-            last = exc
-            time.sleep(0.1)
-    if listening and not metadata_probe:
-        return
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    while listening and time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if admin.list_topics(timeout=2).brokers:
-                return
-        except KafkaException as exc:
-            last = exc
-        time.sleep(0.2)
-    tail = log_path.read_text(errors="replace")[-5000:] if log_path.exists() else ""
-    raise RuntimeError(f"broker on {bootstrap} did not start (exit={proc.poll()}, "
-                       f"last error={last}); log tail:\n{tail}")
-
-
-@contextlib.contextmanager
-def run_broker(kind: str, workdir: Path) -> Iterator[str]:
-    port = free_port()
-    data_dir = workdir / f"{kind}-data"
-    log_path = workdir / f"{kind}.log"
-    if kind == "coterie":
-        data_dir.mkdir(parents=True)
-        cmd = [sys.executable, "-m", "coterie", "serve", "--host", HOST, "--port", str(port),
-               "--data-dir", str(data_dir)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT),
-                                                          env.get("PYTHONPATH")]))
-    else:
-        cmd = load_reference_kafka().prepare(port, data_dir)
-        env = dict(os.environ)
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env)
-    bootstrap = f"{HOST}:{port}"
-    try:
-        # coterie is ready once it listens (as in tests/fixtures/coterie_broker.py)
-        wait_until_serving(bootstrap, proc, log_path, metadata_probe=kind == "kafka")
-        yield bootstrap
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-
-
 # --------------------------------------------------------------------------- workload
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name].result(60)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # wait until metadata shows every partition led
-        topic = admin.list_topics(name, timeout=5).topics.get(name)
-        if (topic is not None and topic.error is None and len(topic.partitions) == partitions
-                and all(p.leader >= 0 for p in topic.partitions.values())):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"topic {name} did not become ready")
 
 
 def produce(bootstrap: str, topic: str, partitions: int, records: int, value: bytes) -> float:
@@ -291,15 +185,11 @@ def main(argv: list[str] | None = None) -> int:
 
     kinds = [args.only] if args.only else ["coterie", "kafka"]
     if "kafka" in kinds:
-        rk = load_reference_kafka()
-        try:
-            rk.require_tools(("java",))
-            rk.fetch(log=lambda m: print(m, file=sys.stderr, flush=True))
-        except rk.ReferenceKafkaError as exc:
-            print(f"benchmark: {exc}", file=sys.stderr)
+        problem = prepare_reference(lambda m: print(f"benchmark: {m}", file=sys.stderr,
+                                                     flush=True))
+        if problem:
+            print(f"benchmark: {problem}", file=sys.stderr)
             return 2
-        print(f"benchmark: reference broker is Apache Kafka {rk.kafka_version()}",
-              file=sys.stderr)
 
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="coterie-bench-") as tmp:

@@ -229,8 +229,12 @@ class ClassicCoordinator:
             rebalance_timeout_ms=req.rebalance_timeout_ms,
             protocol_type=req.protocol_type, protocols=req.protocols,
         )
+        if group.is_(S.PREPARING_REBALANCE) and group.generation == 0:
+            # Only a member that arrives while a new group's first (delayed) join phase is
+            # under way extends the initial delay; the member whose join starts that phase
+            # does not, or a lone first member would always wait two delays (Kafka's rule).
+            group.new_member_added = True
         group.add(member)
-        group.new_member_added = True
         result = Result()
         self._park_join(group, member, req, result)
         if group.is_(S.PREPARING_REBALANCE):

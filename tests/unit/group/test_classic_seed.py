@@ -284,6 +284,26 @@ def test_initial_rebalance_delay_gathers_a_starting_fleet():
     assert len(h.group().members) == 3
 
 
+def test_initial_delay_is_not_extended_for_a_lone_first_member():
+    """The member that starts a new group's join phase waits one initial delay, not two;
+    a member arriving during the delay extends it once."""
+    h = Harness(ClassicConfig(initial_rebalance_delay_ms=3_000))
+    _, alone = h.join_new()
+    h.advance(2_999)
+    assert h.answer(alone) is None
+    h.advance(1)
+    assert h.answer(alone).generation_id == 1
+
+    h2 = Harness(ClassicConfig(initial_rebalance_delay_ms=3_000))
+    _, first = h2.join_new()
+    h2.advance(1_000)
+    _, second = h2.join_new()
+    h2.advance(2_000)  # t=3000: the first delay ends, but a member arrived during it
+    assert h2.answer(first) is None and h2.answer(second) is None
+    h2.advance(3_000)  # t=6000: one more delay, with nobody new
+    assert {h2.answer(first).generation_id, h2.answer(second).generation_id} == {1}
+
+
 # -- member ids, static membership, limits ----------------------------------------------
 
 def test_member_id_required_and_pending_ids_expire():

@@ -1,0 +1,148 @@
+"""Starting the brokers a benchmark compares: coterie and the pinned reference Apache Kafka.
+
+Shared by the scripts in benchmarks/ so that every benchmark starts both brokers the same way:
+each as its own subprocess on a free loopback port with a data dir and a log file under a
+caller-given work dir, coterie as `python -m coterie serve`, Kafka through
+scripts/reference_kafka.py (needs java, and mvn the first time; see docs/reference-broker.md).
+Both take the same Kafka property overrides, so a benchmark can give them equal settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+STARTUP_TIMEOUT = 120.0
+KINDS = ("coterie", "kafka")
+
+
+def load_reference_kafka() -> ModuleType:
+    name = "coterie_reference_kafka"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" /
+                                                  "reference_kafka.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def prepare_reference(log: Callable[[str], None]) -> str | None:
+    """Make sure the reference broker can run (java present, jars fetched). Returns None when
+    ready, else a one-line reason."""
+    rk = load_reference_kafka()
+    try:
+        rk.require_tools(("java",))
+        rk.fetch(log=log)
+    except rk.ReferenceKafkaError as exc:
+        return str(exc)
+    log(f"reference broker is Apache Kafka {rk.kafka_version()}")
+    return None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(bootstrap: str, proc: subprocess.Popen, log_path: Path,
+                       metadata_probe: bool) -> None:
+    """Wait until the broker listens and, with metadata_probe, answers an all-topics Metadata
+    request (Kafka opens its listener before it is ready to serve); fail with its log."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    host, port = bootstrap.rsplit(":", 1)
+    last: Exception | None = None
+    listening = False
+    while not listening and time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                listening = True
+        except OSError as exc:
+            last = exc
+            time.sleep(0.1)
+    if listening and not metadata_probe:
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    while listening and time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if admin.list_topics(timeout=2).brokers:
+                return
+        except KafkaException as exc:
+            last = exc
+        time.sleep(0.2)
+    tail = log_path.read_text(errors="replace")[-5000:] if log_path.exists() else ""
+    raise RuntimeError(f"broker on {bootstrap} did not start (exit={proc.poll()}, "
+                       f"last error={last}, log {log_path}); log tail:\n{tail}")
+
+
+@contextlib.contextmanager
+def run_broker(kind: str, workdir: Path,
+               overrides: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Run one broker ("coterie" or "kafka") for the duration of the block; yields its
+    bootstrap address. `overrides` are Kafka broker properties given to either broker.
+    The broker's output goes to <workdir>/<kind>.log."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown broker kind {kind!r}")
+    port = free_port()
+    data_dir = workdir / f"{kind}-data"
+    log_path = workdir / f"{kind}.log"
+    overrides = dict(overrides or {})
+    if kind == "coterie":
+        data_dir.mkdir(parents=True)
+        cmd = [sys.executable, "-m", "coterie", "serve", "--host", HOST, "--port", str(port),
+               "--data-dir", str(data_dir)]
+        for key, value in overrides.items():
+            cmd += ["--override", f"{key}={value}"]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT),
+                                                          env.get("PYTHONPATH")]))
+    else:
+        cmd = load_reference_kafka().prepare(port, data_dir, overrides=overrides)
+        env = dict(os.environ)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env)
+    bootstrap = f"{HOST}:{port}"
+    try:
+        # coterie is ready once it listens (as in tests/fixtures/coterie_broker.py)
+        wait_until_serving(bootstrap, proc, log_path, metadata_probe=kind == "kafka")
+        yield bootstrap
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Create a topic (replication 1) and wait until metadata shows every partition led."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})  # no info chatter
+    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name].result(60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(name, timeout=5).topics.get(name)
+        if (topic is not None and topic.error is None and len(topic.partitions) == partitions
+                and all(p.leader >= 0 for p in topic.partitions.values())):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {name} did not become ready")
