@@ -4,6 +4,8 @@
     EmbeddedProtocol   the extension point (metadata, assign, on_assignment, on_revoke, on_lost)
     LeaderElection     exactly one leader among the members of a group
     TaskDistribution   Connect-style distribution of tasks among workers
+    Consumer           a group consumer: eager or cooperative (KIP-429) rebalancing, fetch
+                       loop, auto and manual commits
     Cluster            bootstrap, Metadata, FindCoordinator, dedicated connections
     Connection         one broker connection (kio codecs, version negotiation)
 
@@ -12,9 +14,12 @@ Errors are in `coterie.client.errors`.
 
 from coterie.client.cluster import Cluster, ClusterMetadata, Node
 from coterie.client.connection import Connection
+from coterie.client.consumer import Consumer, ConsumerRebalanceListener
 from coterie.client.election import LeaderElection, LeaderInfo, Leadership
 from coterie.client.member import GroupMember, MemberState
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
+from coterie.client.records import ConsumerRecord
+from coterie.client.subscription import TopicPartition
 from coterie.client.task_assignor import Worker, balanced_assignment
 from coterie.client.tasks import TaskDistribution
 
@@ -22,6 +27,9 @@ __all__ = [
     "Cluster",
     "ClusterMetadata",
     "Connection",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
     "EmbeddedProtocol",
     "Generation",
     "GroupMember",
@@ -32,6 +40,7 @@ __all__ = [
     "MemberState",
     "Node",
     "TaskDistribution",
+    "TopicPartition",
     "Worker",
     "balanced_assignment",
 ]

@@ -7,6 +7,7 @@
     ├── BrokerUnavailableError        no broker / coordinator reachable within the bound
     ├── UnsupportedVersionError       broker, kio and client share no version of an API
     ├── BrokerError                   a broker answered with an error code (.error_code)
+    │   ├── CommitFailedError         OffsetCommit from a generation the group has left
     │   └── FatalGroupError           a group error that rejoining cannot fix
     │       ├── InconsistentGroupProtocolError
     │       ├── FencedInstanceIdError
@@ -14,14 +15,20 @@
     │       ├── GroupMaxSizeReachedError
     │       ├── InvalidSessionTimeoutError
     │       └── InvalidGroupIdError
-    └── MemberCallbackError           the embedded protocol's own code failed
-        ├── MetadataError             metadata() raised
-        ├── AssignorError             assign() raised (this member was the leader)
-        └── AssignmentError           on_assignment() raised, e.g. undecodable bytes
+    ├── MemberCallbackError           the embedded protocol's own code failed
+    │   ├── MetadataError             metadata() raised
+    │   ├── AssignorError             assign() raised (this member was the leader)
+    │   └── AssignmentError           on_assignment() raised, e.g. undecodable bytes
+    └── ConsumerError                 the consumer cannot go on with a partition or callback
+        ├── NoOffsetForPartitionError auto_offset_reset="none" and nothing committed
+        ├── OffsetOutOfRangeError     the position left the log and auto_offset_reset="none"
+        ├── CorruptRecordsError       fetched bytes that are not valid record batches
+        └── RebalanceListenerError    a rebalance listener callback raised
 
 Errors the group protocol recovers from by itself (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
 UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED, the coordinator errors) never reach user code: the
-member rejoins or rediscovers. Everything here does, through `GroupMember.error`.
+member rejoins or rediscovers. Everything here does, through `GroupMember.error` (and the
+consumer's `poll()`).
 """
 
 from __future__ import annotations
@@ -66,6 +73,12 @@ class BrokerError(ClientError):
         super().__init__(f"{text}: {detail}" if detail else text)
         self.error_code = error_code
         self.api = api
+
+
+class CommitFailedError(BrokerError):
+    """OffsetCommit refused because the committing generation is over (REBALANCE_IN_PROGRESS,
+    ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID): the partitions may already
+    belong to another member, so the records since the last commit may be read again."""
 
 
 class FatalGroupError(BrokerError):
@@ -129,3 +142,24 @@ class AssignorError(MemberCallbackError):
 
 class AssignmentError(MemberCallbackError):
     """The protocol could not use the assignment it received (undecodable bytes, say)."""
+
+
+class ConsumerError(ClientError):
+    """The consumer met something it cannot decide for the user; raised from `poll()`."""
+
+
+class NoOffsetForPartitionError(ConsumerError):
+    """A partition has no committed offset and the reset policy is "none"."""
+
+
+class OffsetOutOfRangeError(ConsumerError):
+    """The position is outside the partition's log and the reset policy is "none"."""
+
+
+class CorruptRecordsError(ConsumerError):
+    """A fetch returned bytes that do not decode as record batches; the partition stops at
+    that position until the user seeks past it."""
+
+
+class RebalanceListenerError(ConsumerError):
+    """A rebalance listener callback raised; the original exception is the `__cause__`."""

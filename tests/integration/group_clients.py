@@ -4,7 +4,11 @@ subprocess member and a raw-protocol member speaking JoinGroup/SyncGroup/Heartbe
 Every member exposes the same small surface: a `label`, its current `assignment` (a frozen set
 of (topic, partition)), counters of assign/revoke callbacks and the records it consumed.
 Assignment changes are seen through each client's own rebalance callbacks, so a test observes
-what the clients believe, not only what the broker reports. All waits are bounded.
+what the clients believe, not only what the broker reports. Callbacks and deliveries carry a
+`time.monotonic()` stamp: the members of one test share the process, hence the clock, so a
+test can line up who owned what when. Under cooperative rebalancing (KIP-429) callbacks are
+incremental (only the partitions added or revoked), which `MemberState(incremental=True)`
+accounts for. All waits are bounded.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from aiokafka.coordinator.assignors.roundrobin import (
 )
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kio.schema.errors import ErrorCode
@@ -42,15 +47,18 @@ from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestP
 from kio.schema.leave_group.v3.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestAssignment
 
+from coterie.client import Consumer as CoterieConsumer
 from tests.kafka_raw import RawConnection
 
 TP = tuple[str, int]
 
-# strategy -> (confluent name, kafka-python assignor, aiokafka assignor)
-STRATEGIES: dict[str, tuple[str, type, type]] = {
+# strategy -> (confluent name, kafka-python assignor, aiokafka assignor or None if it has none)
+STRATEGIES: dict[str, tuple[str, type, type | None]] = {
     "range": ("range", RangePartitionAssignor, AioRangePartitionAssignor),
     "roundrobin": ("roundrobin", RoundRobinPartitionAssignor, AioRoundRobinPartitionAssignor),
+    "cooperative-sticky": ("cooperative-sticky", CooperativeStickyAssignor, None),
 }
+COOPERATIVE = frozenset({"cooperative-sticky"})
 
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 500
@@ -65,11 +73,14 @@ class Delivery:
     partition: int
     offset: int
     value: bytes
+    at: float = 0.0  # time.monotonic() when the client handed it over
 
 
 @dataclass
 class MemberState:
-    """What one member has seen so far; guarded by `lock`."""
+    """What one member has seen so far; guarded by `lock`. `incremental`: assign callbacks
+    name only the partitions added (cooperative rebalancing), not the whole assignment.
+    `events` holds every callback as (monotonic time, "assign" | "revoke", partitions)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     assignment: frozenset[TP] = frozenset()
@@ -78,20 +89,26 @@ class MemberState:
     last_change: float = field(default_factory=time.monotonic)
     deliveries: list[Delivery] = field(default_factory=list)
     history: list[tuple[str, frozenset[TP]]] = field(default_factory=list)
+    incremental: bool = False
+    events: list[tuple[float, str, frozenset[TP]]] = field(default_factory=list)
 
     def assigned(self, tps: Iterable[TP]) -> None:
         with self.lock:
-            self.assignment = frozenset(tps)
+            given = frozenset((t, p) for t, p in tps)
+            self.assignment = self.assignment | given if self.incremental else given
             self.assigns += 1
             self.last_change = time.monotonic()
             self.history.append(("assign", self.assignment))
+            self.events.append((self.last_change, "assign", given))
 
     def revoked(self, tps: Iterable[TP]) -> None:
         with self.lock:
-            self.assignment = self.assignment - frozenset(tps)
+            taken = frozenset((t, p) for t, p in tps)
+            self.assignment = self.assignment - taken
             self.revokes += 1
             self.last_change = time.monotonic()
-            self.history.append(("revoke", frozenset(tps)))
+            self.history.append(("revoke", taken))
+            self.events.append((self.last_change, "revoke", taken))
 
     def delivered(self, items: Iterable[Delivery]) -> None:
         with self.lock:
@@ -124,6 +141,10 @@ class GroupMember:
         with self.state.lock:
             return list(self.state.deliveries)
 
+    def events(self) -> list[tuple[float, str, frozenset[TP]]]:
+        with self.state.lock:
+            return list(self.state.events)
+
     def check(self) -> None:
         """Raise whatever failed in the member's background thread."""
 
@@ -131,14 +152,17 @@ class GroupMember:
 class ThreadedConsumer(GroupMember, threading.Thread):
     """A subscribed consumer of one client library, polling in its own thread.
 
-    kind: "confluent", "kafka_python" or "aiokafka" (aiokafka runs its own event loop in the
-    thread). `stop()` closes the client, which sends LeaveGroup (except for static members,
+    kind: "confluent", "kafka_python", "aiokafka" or "coterie" (coterie.client's Consumer;
+    aiokafka and coterie run their own event loop in the thread). `processing_s`: a pause
+    after each poll that returned records, as if the application took that long to process
+    them. `stop()` closes the client, which sends LeaveGroup (except for static members,
     which by KIP-345 leave only by session timeout).
     """
 
     def __init__(self, kind: str, bootstrap: str, group: str, topics: Sequence[str],
                  label: str, strategy: str = "range", instance_id: str | None = None,
-                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS,
+                 processing_s: float = 0.0) -> None:
         threading.Thread.__init__(self, name=f"member-{label}", daemon=True)
         self.kind = kind
         self.bootstrap = bootstrap
@@ -148,7 +172,8 @@ class ThreadedConsumer(GroupMember, threading.Thread):
         self.strategy = strategy
         self.instance_id = instance_id
         self.session_timeout_ms = session_timeout_ms
-        self.state = MemberState()
+        self.processing_s = processing_s
+        self.state = MemberState(incremental=strategy in COOPERATIVE)
         self.error: BaseException | None = None
         self._stop_event = threading.Event()
 
@@ -156,7 +181,8 @@ class ThreadedConsumer(GroupMember, threading.Thread):
     def run(self) -> None:
         try:
             {"confluent": self._run_confluent, "kafka_python": self._run_kafka_python,
-             "aiokafka": lambda: asyncio.run(self._run_aiokafka())}[self.kind]()
+             "aiokafka": lambda: asyncio.run(self._run_aiokafka()),
+             "coterie": lambda: asyncio.run(self._run_coterie())}[self.kind]()
         except BaseException as e:
             self.error = e
 
@@ -171,8 +197,12 @@ class ThreadedConsumer(GroupMember, threading.Thread):
         if self.error is not None:
             raise AssertionError(f"{self.label} ({self.kind}) failed") from self.error
 
-    def _record(self, items: Iterable[tuple[str, int, int, bytes]]) -> None:
-        self.state.delivered(Delivery(self.label, t, p, o, v) for t, p, o, v in items)
+    def _record(self, items: Iterable[tuple[str, int, int, bytes]]) -> bool:
+        """Note deliveries; True if there were any (and the processing pause is due)."""
+        now = time.monotonic()
+        batch = [Delivery(self.label, t, p, o, v, now) for t, p, o, v in items]
+        self.state.delivered(batch)
+        return bool(batch) and self.processing_s > 0
 
     # -- confluent-kafka ----------------------------------------------------------------------
     def _run_confluent(self) -> None:
@@ -203,7 +233,9 @@ class ThreadedConsumer(GroupMember, threading.Thread):
                 for m in msgs:
                     if m.error() is not None:
                         raise RuntimeError(f"confluent consumer error: {m.error()}")
-                self._record((m.topic(), m.partition(), m.offset(), m.value()) for m in msgs)
+                if self._record((m.topic(), m.partition(), m.offset(), m.value())
+                                for m in msgs):
+                    time.sleep(self.processing_s)
         finally:
             consumer.close()
 
@@ -235,8 +267,9 @@ class ThreadedConsumer(GroupMember, threading.Thread):
         self.kafka_python_consumer = consumer
         try:
             while not self._stop_event.is_set():
-                for batch in consumer.poll(timeout_ms=200).values():
-                    self._record((m.topic, m.partition, m.offset, m.value) for m in batch)
+                got = [m for batch in consumer.poll(timeout_ms=200).values() for m in batch]
+                if self._record((m.topic, m.partition, m.offset, m.value) for m in got):
+                    time.sleep(self.processing_s)
         finally:
             consumer.close(autocommit=False)
 
@@ -259,9 +292,12 @@ class ThreadedConsumer(GroupMember, threading.Thread):
         kwargs: dict[str, Any] = {}
         if self.instance_id is not None:
             kwargs["group_instance_id"] = self.instance_id
+        assignor = STRATEGIES[self.strategy][2]
+        if assignor is None:
+            raise ValueError(f"aiokafka has no {self.strategy} assignor")
         consumer = aiokafka.AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.label,
-            partition_assignment_strategy=(STRATEGIES[self.strategy][2],),
+            partition_assignment_strategy=(assignor,),
             session_timeout_ms=self.session_timeout_ms,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, auto_offset_reset="earliest",
             enable_auto_commit=False, metadata_max_age_ms=2000, **kwargs)
@@ -272,10 +308,39 @@ class ThreadedConsumer(GroupMember, threading.Thread):
         try:
             while not self._stop_event.is_set():
                 got = await consumer.getmany(timeout_ms=200)
-                for batch in got.values():
-                    self._record((m.topic, m.partition, m.offset, m.value) for m in batch)
+                if self._record((m.topic, m.partition, m.offset, m.value)
+                                for batch in got.values() for m in batch):
+                    await asyncio.sleep(self.processing_s)
         finally:
             await consumer.stop()
+
+    # -- coterie.client -----------------------------------------------------------------------
+    async def _run_coterie(self) -> None:
+        state = self.state
+
+        class Listener:
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                state.revoked(revoked)
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                state.assigned(assigned)
+
+        consumer = CoterieConsumer(
+            self.bootstrap, self.group, topics=self.topics, assignors=[self.strategy],
+            listener=Listener(), client_id=self.label, group_instance_id=self.instance_id,
+            session_timeout_ms=self.session_timeout_ms,
+            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, rebalance_timeout_ms=15_000,
+            auto_offset_reset="earliest", auto_commit=False, metadata_max_age_ms=2000,
+            retry_backoff_ms=50, retry_backoff_max_ms=500)
+        self.coterie_consumer = consumer
+        await consumer.start()
+        try:
+            while not self._stop_event.is_set():
+                batch = await consumer.poll(timeout_ms=200)
+                if self._record((r.topic, r.partition, r.offset, r.value) for r in batch):
+                    await asyncio.sleep(self.processing_s)
+        finally:
+            await consumer.close()
 
 
 # -- a member in a child process, for SIGKILL --------------------------------------------------
