@@ -1,0 +1,686 @@
+"""KIP-848 consumer groups (seed 3), driven by heartbeats, timers and topic changes, free of I/O.
+
+Every handler takes a request and `now_ms` and returns a `Result` (`coterie.group.results`):
+the answer, the records to persist before answering, and the timers to arm or cancel. State
+changes only by applying records (`replay`), the same path that loads `__consumer_offsets`
+after a restart, so live and replayed state cannot differ. A handler first decides
+everything (and may refuse with an error, leaving the group untouched), then applies its
+records, then answers.
+
+A ConsumerGroupHeartbeat, step by step (seed 3's "Member Epoch - Reconcile the group"):
+1. Validate the request (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR), then find the group
+   (created by a join, GROUP_ID_NOT_FOUND otherwise) and the member (created by a join,
+   UNKNOWN_MEMBER_ID otherwise). Static members (instance id) are found by instance id: a
+   join takes over a member that left temporarily (epoch -2) with all its state, and is
+   refused with UNRELEASED_INSTANCE_ID while the old one is still there; a heartbeat under
+   another member id gets FENCED_INSTANCE_ID.
+2. Check the member epoch: ahead of ours -> FENCED_MEMBER_EPOCH; behind -> accepted only if
+   it is the previous epoch and the member owns a subset of its assignment (the answer that
+   moved it was lost), else FENCED_MEMBER_EPOCH.
+3. Update the member with the fields it sent (None means unchanged). A new or changed
+   subscription (topic names or regex; a regex is resolved at once against the known topics)
+   bumps the group epoch, as does a change of the subscribed topics' metadata.
+4. If the group epoch is ahead of the target epoch, compute a new target with the group's
+   assignor (the one most members ask for, else the first configured) and write the members
+   whose target changed.
+5. Reconcile this member towards its target (`reconciliation.reconcile`): revoke before
+   assign. Arm its revocation timer while it has partitions to give back.
+6. Re-arm its session timer and answer: its epoch, the heartbeat interval and, when the
+   request was a full one or its partitions changed, every partition it may use now.
+
+Leaving: epoch -1 removes the member (tombstones) and bumps the group epoch; epoch -2 (static
+members only) keeps the member and its partitions at epoch -2 until it rejoins under the same
+instance id or its session expires.
+
+Timers (keys are tuples, first element the kind):
+- ("consumer-session", group, member): no heartbeat within group.consumer.session.timeout.ms
+  -> the member is fenced (removed) and the group epoch bumped.
+- ("consumer-revocation", group, member, epoch): the member was asked to revoke partitions at
+  `epoch` and has not confirmed within its rebalance timeout -> fenced likewise.
+
+Topic changes come in through `on_metadata_change`: regexes are resolved again, and every
+group whose subscribed topics changed (partition count, topic created or deleted) gets a new
+group epoch; its target is recomputed at the next heartbeat.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+
+from kio.schema.errors import ErrorCode
+
+from coterie.assign.registry import lookup
+from coterie.assign.spec import Assignor, AssignorError
+from coterie.group.consumer_config import ConsumerGroupConfig
+from coterie.group.consumer_group import ConsumerGroup, ReplayError, ResolvedRegex
+from coterie.group.consumer_member import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerMember,
+    MemberState,
+)
+from coterie.group.consumer_messages import (
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    DescribedTopicPartitions,
+    ListedConsumerGroup,
+    TopicPartitions,
+)
+from coterie.group.consumer_records import (
+    CONSUMER_RECORD_KEY_TYPES,
+    NO_PARTITIONS,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    Partitions,
+)
+from coterie.group.reconciliation import FencedMember, reconcile
+from coterie.group.records import Record
+from coterie.group.results import Result, TimerOp
+from coterie.group.target_assignment import compute_target
+from coterie.group.topic_image import TopicImage, TopicInfo
+from coterie.group.topic_regex import InvalidRegex, compile_regex, resolve
+
+SESSION = "consumer-session"
+REVOCATION = "consumer-revocation"
+
+
+class _Refused(Exception):
+    """A request answered with an error; nothing has been changed."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class ConsumerCoordinator:
+    """All consumer groups of one coordinator (module docstring has the rules)."""
+
+    def __init__(self, config: ConsumerGroupConfig, new_member_id: Callable[[], str],
+                 topics: TopicImage | None = None) -> None:
+        self.config = config
+        self._new_member_id = new_member_id
+        self.groups: dict[str, ConsumerGroup] = {}
+        self.image = topics or TopicImage()
+        # Resolve the configured assignors now, so a misconfiguration fails at start-up.
+        self._assignors: dict[str, Assignor] = {name: lookup(name) for name in config.assignors}
+
+    # == replay ==============================================================================
+    def replay(self, record: Record) -> None:
+        """Apply one consumer-group record; other records are ignored. The only way state
+        changes, live or at load time."""
+        key, value = record.key, record.value
+        if not isinstance(key, CONSUMER_RECORD_KEY_TYPES):
+            return
+        group_id = key.group_id
+        group = self.groups.get(group_id)
+        if value is None and group is None:
+            return  # a tombstone for something already gone
+        if isinstance(key, ConsumerGroupMetadataKey) and value is None:
+            assert group is not None
+            if group.members or group.targets:
+                raise ReplayError(f"group {group_id} deleted while it still has members")
+            del self.groups[group_id]
+            return
+        if group is None:
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        match key:
+            case ConsumerGroupMetadataKey():
+                group.apply_group_metadata(value)  # type: ignore[arg-type]
+            case ConsumerGroupMemberMetadataKey(member_id=member_id):
+                group.apply_member_metadata(member_id, value)  # type: ignore[arg-type]
+            case ConsumerGroupTargetAssignmentMetadataKey():
+                group.apply_target_epoch(value)  # type: ignore[arg-type]
+            case ConsumerGroupTargetAssignmentMemberKey(member_id=member_id):
+                group.apply_target_member(member_id, value)  # type: ignore[arg-type]
+            case ConsumerGroupCurrentMemberAssignmentKey(member_id=member_id):
+                group.apply_current_assignment(member_id, value)  # type: ignore[arg-type]
+            case ConsumerGroupRegularExpressionKey(regex=regex):
+                group.apply_regex(regex, value)  # type: ignore[arg-type]
+
+    def _apply(self, records: Iterable[Record]) -> None:
+        for record in records:
+            self.replay(record)
+
+    def timers_after_load(self, now_ms: int) -> list[TimerOp]:
+        """Deadlines to arm once loading finishes: every member must heartbeat again within
+        its session, and members asked to revoke must still do so in time."""
+        ops = []
+        for group in self.groups.values():
+            for m in group.members.values():
+                ops.append(self._session_timer(group.group_id, m.member_id, now_ms))
+                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                    ops.append(TimerOp(_revocation_key(group.group_id, m),
+                                       now_ms + max(m.rebalance_timeout_ms, 0)))
+        return ops
+
+    # == ConsumerGroupHeartbeat ==============================================================
+    def heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
+        try:
+            self._validate(req)
+            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                return self._leave(req, now_ms)
+            return self._heartbeat(req, now_ms)
+        except _Refused as refused:
+            return Result(ConsumerHeartbeatResponse(refused.code, refused.message))
+
+    def _validate(self, req: ConsumerHeartbeatRequest) -> None:
+        """Kafka's request checks, in Kafka's order and words, plus coterie's two: a v1 member
+        id must be a UUID, and a rebalance timeout below -1 means nothing."""
+        bad = ErrorCode.invalid_request
+        epoch = req.member_epoch
+        needs_id = req.version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH
+        if needs_id and _blank(req.member_id):
+            raise _Refused(bad, "MemberId can't be empty.")
+        if req.version >= 1 and not _blank(req.member_id) and not _is_uuid(req.member_id):
+            raise _Refused(bad, f"MemberId {req.member_id!r} is not a UUID: from version 1 "
+                                "the consumer generates its member id (KIP-1082).")
+        if _blank(req.group_id):
+            raise _Refused(bad, "GroupId can't be empty.")
+        if req.instance_id is not None and _blank(req.instance_id):
+            raise _Refused(bad, "InstanceId can't be empty.")
+        if req.rack_id is not None and _blank(req.rack_id):
+            raise _Refused(bad, "RackId can't be empty.")
+        if epoch == JOIN_EPOCH:
+            if req.rebalance_timeout_ms == -1:
+                raise _Refused(bad, "RebalanceTimeoutMs must be provided in first request.")
+            if req.owned is None or req.owned:
+                raise _Refused(bad, "TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise _Refused(bad, "Either SubscribedTopicNames or SubscribedTopicRegex must "
+                                    "be non-null when (re-)joining.")
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if req.instance_id is None:
+                raise _Refused(bad, "InstanceId can't be null.")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            raise _Refused(bad, "MemberEpoch is invalid.")
+        if req.rebalance_timeout_ms < -1:
+            raise _Refused(bad, "RebalanceTimeoutMs is invalid.")
+        if req.version == 0 and req.subscribed_topic_regex is not None:
+            raise _Refused(bad, "SubscribedTopicRegex needs ConsumerGroupHeartbeat version 1.")
+        if req.server_assignor is not None and req.server_assignor not in self._assignors:
+            raise _Refused(ErrorCode.unsupported_assignor,
+                           f"ServerAssignor {req.server_assignor} is not supported. "
+                           f"Supported assignors: {', '.join(self.config.assignors)}.")
+
+    def _heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
+        joining = req.member_epoch == JOIN_EPOCH
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if not joining:
+                raise _Refused(ErrorCode.group_id_not_found,
+                               f"Consumer group {req.group_id} not found.")
+            group = ConsumerGroup(req.group_id)  # exists once its first record is applied
+        if len(group.members) >= self.config.max_size and req.member_id not in group.members:
+            raise _Refused(ErrorCode.group_max_size_reached,
+                           "The consumer group has reached its maximum capacity of "
+                           f"{self.config.max_size} members.")
+        member_id = req.member_id or self._new_member_id()
+        owned = _partitions(req.owned)
+        if req.instance_id is None:
+            member, replaced = self._dynamic_member(group, member_id, req.member_epoch, owned), None
+        else:
+            member, replaced = self._static_member(group, member_id, req, owned)
+        updated = _updated(member, req)
+        removed = [m for m in (group.members.get(member_id), replaced) if m is not None]
+        records: list[Record] = []
+        if replaced is not None:
+            records += _replace_records(group, replaced, updated)
+        elif not member.same_metadata(updated) or member_id not in group.members:
+            records.append(_metadata_record(group.group_id, updated))
+
+        # Subscriptions: resolve a new regex, drop unused ones, bump the epoch on change.
+        regexes = dict(group.resolved_regexes)
+        records += self._update_regexes(group, member, updated, removed, regexes, now_ms)
+        subscription_changed = (
+            updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.subscribed_topic_regex != member.subscribed_topic_regex)
+        group_epoch = group.group_epoch
+        if subscription_changed:
+            topics = group.subscribed_topics_after(removed, [updated], regexes)
+            metadata_hash = self.image.metadata_hash(topics)
+            group_epoch += 1
+            records.append(_epoch_record(group.group_id, group_epoch, metadata_hash))
+
+        # Target assignment.
+        if group_epoch > group.assignment_epoch:
+            members = dict(group.members)
+            for m in removed:
+                members.pop(m.member_id, None)
+            members[member_id] = updated
+            old_targets = dict(group.targets)
+            if replaced is not None:
+                old_targets[member_id] = old_targets.pop(replaced.member_id, NO_PARTITIONS)
+            name = group.preferred_assignor(self.config.assignors, removed, [updated])
+            subscriptions = {mid: group.subscription_of(m, regexes) for mid, m in members.items()}
+            try:
+                target = compute_target(group.group_id, group_epoch, members, subscriptions,
+                                        old_targets, self._assignors[name], self.image)
+            except AssignorError as exc:
+                raise _Refused(ErrorCode.unknown_server_error,
+                               f"Failed to compute a new target assignment for epoch "
+                               f"{group_epoch}: {exc}") from None
+            records += target.records
+            target_epoch, my_target = group_epoch, target.targets[member_id]
+        else:
+            target_epoch = group.assignment_epoch
+            my_target = group.target_of(replaced.member_id if replaced else member_id)
+
+        # Reconciliation (decided before anything is applied: it may still refuse).
+        try:
+            reconciled = reconcile(updated, target_epoch, my_target, group.partition_epochs,
+                                   owned)
+        except FencedMember as exc:
+            raise _Refused(ErrorCode.fenced_member_epoch, str(exc)) from None
+        timers = [self._session_timer(group.group_id, member_id, now_ms)]
+        if replaced is not None:
+            timers += self._cancel_timers(group.group_id, replaced)
+        if reconciled is not updated:
+            records.append(_assignment_record(group.group_id, reconciled))
+            timers += _revocation_timers(group.group_id, updated, reconciled, now_ms)
+
+        self._apply(records)
+        full = joining or (req.rebalance_timeout_ms != -1 and req.owned is not None and (
+            req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        assignment = None
+        if full or reconciled.assigned != member.assigned:
+            assignment = _wire(reconciled.assigned)
+        return Result(ConsumerHeartbeatResponse(
+            ErrorCode.none, member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms, assignment=assignment,
+        ), records=records, timers=timers)
+
+    def _dynamic_member(self, group: ConsumerGroup, member_id: str, epoch: int,
+                        owned: Partitions | None) -> ConsumerMember:
+        member = group.members.get(member_id)
+        if member is None:
+            if epoch != JOIN_EPOCH:
+                raise _Refused(ErrorCode.unknown_member_id,
+                               f"Member {member_id} is not a member of group {group.group_id}.")
+            return ConsumerMember(member_id)
+        _check_epoch(member, epoch, owned)
+        return member
+
+    def _static_member(self, group: ConsumerGroup, member_id: str, req: ConsumerHeartbeatRequest,
+                       owned: Partitions | None) -> tuple[ConsumerMember, ConsumerMember | None]:
+        """The member a static heartbeat is about, and the member it replaces (if any)."""
+        instance_id = req.instance_id
+        assert instance_id is not None
+        existing = group.static_member(instance_id)
+        if req.member_epoch == JOIN_EPOCH:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerMember(member_id), None
+            if existing.member_id == member_id:
+                # The same process joining again (e.g. after FENCED_MEMBER_EPOCH): not a
+                # second instance, so nothing to release.
+                return existing, None
+            if existing.member_epoch != STATIC_LEAVE_EPOCH and not existing.uses_classic_protocol:
+                raise _Refused(ErrorCode.unreleased_instance_id,
+                               f"Static member {member_id} with instance id {instance_id} "
+                               "cannot join the group because the instance id is owned by "
+                               f"{existing.member_id} member.")
+            # The new incarnation takes over everything the old one had.
+            return replace(existing, member_id=member_id, member_epoch=0,
+                           previous_member_epoch=0), existing
+        if existing is None:
+            raise _Refused(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise _Refused(ErrorCode.fenced_instance_id,
+                           f"Static member {member_id} with instance id {instance_id} was "
+                           f"fenced by member {existing.member_id}.")
+        _check_epoch(existing, req.member_epoch, owned)
+        return existing, None
+
+    def _update_regexes(self, group: ConsumerGroup, member: ConsumerMember,
+                        updated: ConsumerMember, removed: list[ConsumerMember],
+                        regexes: dict[str, ResolvedRegex], now_ms: int) -> list[Record]:
+        """Records for regexes this change starts or stops using (updating `regexes`, the
+        resolutions the rest of the heartbeat must see)."""
+        new = updated.subscribed_topic_regex
+        if new == member.subscribed_topic_regex:
+            return []  # the same regex users as before
+        records = []
+        if new is not None and new != member.subscribed_topic_regex:
+            try:
+                compile_regex(new)
+            except InvalidRegex as exc:
+                raise _Refused(ErrorCode.invalid_regular_expression,
+                               f"SubscribedTopicRegex `{new}` is not a valid regular "
+                               f"expression: {exc}.") from None
+        for m in removed:
+            old = m.subscribed_topic_regex
+            if old is not None and old in regexes and group.regex_users_after(
+                    old, removed, [updated]) <= 0:
+                del regexes[old]
+                records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, old),
+                                      None))
+        if new is not None and new not in regexes:
+            resolved = self._resolve(new, now_ms)
+            regexes[new] = ResolvedRegex(frozenset(resolved.topics), resolved.version,
+                                         resolved.timestamp_ms)
+            records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, new),
+                                  resolved))
+        return records
+
+    def _resolve(self, regex: str, now_ms: int) -> ConsumerGroupRegularExpressionValue:
+        return ConsumerGroupRegularExpressionValue(
+            topics=resolve(regex, self.image.names()), version=self.image.version,
+            timestamp_ms=now_ms)
+
+    # == leaving and fencing =================================================================
+    def _leave(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            raise _Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise _Refused(ErrorCode.unknown_member_id,
+                               f"Member {req.member_id} is not a member of group "
+                               f"{group.group_id}.")
+        else:
+            found = group.static_member(req.instance_id)
+            if found is None:
+                raise _Refused(ErrorCode.unknown_member_id,
+                               f"Instance id {req.instance_id} is unknown.")
+            if found.member_id != req.member_id:
+                raise _Refused(ErrorCode.fenced_instance_id,
+                               f"Static member {req.member_id} with instance id "
+                               f"{req.instance_id} was fenced by member {found.member_id}.")
+            member = found
+            if req.member_epoch == STATIC_LEAVE_EPOCH:
+                return self._static_leave(group, member)
+        result = self._fence(group, member)
+        result.response = ConsumerHeartbeatResponse(
+            ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch)
+        return result
+
+    def _static_leave(self, group: ConsumerGroup, member: ConsumerMember) -> Result:
+        """The member will be back (a restart): it keeps its partitions, which nobody else
+        gets, until it rejoins with its instance id or its session runs out. What it was
+        revoking is free at once: it is not using anything while away."""
+        away = replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation=NO_PARTITIONS)
+        records = [_assignment_record(group.group_id, away)]
+        timers = []
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            timers.append(TimerOp(_revocation_key(group.group_id, member), None))
+        self._apply(records)
+        return Result(ConsumerHeartbeatResponse(
+            ErrorCode.none, member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH),
+            records=records, timers=timers)
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember) -> Result:
+        """Remove a member (left, session expired, never revoked) and bump the group epoch;
+        its partitions are free at once."""
+        gid, mid = group.group_id, member.member_id
+        records = [
+            Record(ConsumerGroupCurrentMemberAssignmentKey(gid, mid), None),
+            Record(ConsumerGroupTargetAssignmentMemberKey(gid, mid), None),
+            Record(ConsumerGroupMemberMetadataKey(gid, mid), None),
+        ]
+        regex = member.subscribed_topic_regex
+        regexes = dict(group.resolved_regexes)
+        if regex is not None and regex in regexes and group.regex_users_after(
+                regex, [member]) <= 0:
+            del regexes[regex]
+            records.append(Record(ConsumerGroupRegularExpressionKey(gid, regex), None))
+        topics = group.subscribed_topics_after([member], (), regexes)
+        records.append(_epoch_record(gid, group.group_epoch + 1, self.image.metadata_hash(topics)))
+        timers = self._cancel_timers(gid, member)
+        self._apply(records)
+        return Result(records=records, timers=timers)
+
+    def _cancel_timers(self, group_id: str, member: ConsumerMember) -> list[TimerOp]:
+        ops = [TimerOp((SESSION, group_id, member.member_id), None)]
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            ops.append(TimerOp(_revocation_key(group_id, member), None))
+        return ops
+
+    def _session_timer(self, group_id: str, member_id: str, now_ms: int) -> TimerOp:
+        return TimerOp((SESSION, group_id, member_id), now_ms + self.config.session_timeout_ms)
+
+    # == timers ==============================================================================
+    def on_timer(self, key: tuple, now_ms: int) -> Result:
+        kind = key[0]
+        if kind not in (SESSION, REVOCATION):
+            return Result()
+        group = self.groups.get(key[1])
+        member = None if group is None else group.members.get(key[2])
+        if group is None or member is None:
+            return Result()
+        if kind == REVOCATION and (member.member_epoch != key[3]
+                                   or member.state is not MemberState.UNREVOKED_PARTITIONS):
+            return Result()  # it moved on in time
+        return self._fence(group, member)
+
+    # == topic metadata ======================================================================
+    def on_metadata_change(self, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo],
+                           now_ms: int, version: int | None = None) -> Result:
+        """The broker's current topics (name -> (topic id, partition count)). Regexes are
+        resolved again; every group whose subscribed topics changed gets a new epoch."""
+        self.image = TopicImage.of(topics, self.image.version + 1 if version is None else version)
+        records: list[Record] = []
+        for group in self.groups.values():
+            group_records = []
+            regexes = dict(group.resolved_regexes)
+            for regex in sorted(group.regexes_in_use()):
+                resolved = self._resolve(regex, now_ms)
+                known = regexes.get(regex)
+                if known is None or known.topics != frozenset(resolved.topics):
+                    regexes[regex] = ResolvedRegex(frozenset(resolved.topics), resolved.version,
+                                                   now_ms)
+                    group_records.append(Record(
+                        ConsumerGroupRegularExpressionKey(group.group_id, regex), resolved))
+            metadata_hash = self.image.metadata_hash(
+                group.subscribed_topics_after((), (), regexes))
+            if group_records or metadata_hash != group.metadata_hash:
+                group_records.append(
+                    _epoch_record(group.group_id, group.group_epoch + 1, metadata_hash))
+            records += group_records
+        self._apply(records)
+        return Result(records=records)
+
+    # == admin ===============================================================================
+    def describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        """ConsumerGroupDescribe. A group this coordinator does not know is GROUP_ID_NOT_FOUND
+        (the broker answers the same for a classic group of that name)."""
+        out = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                out.append(DescribedConsumerGroup(ErrorCode.group_id_not_found, group_id,
+                                                  f"Group {group_id} not found."))
+                continue
+            members = tuple(self._describe_member(group, m)
+                            for m in sorted(group.members.values(), key=lambda m: m.member_id))
+            out.append(DescribedConsumerGroup(
+                ErrorCode.none, group_id, group_state=group.state().value,
+                group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                assignor_name=group.preferred_assignor(self.config.assignors),
+                members=members))
+        return out
+
+    def _describe_member(self, group: ConsumerGroup, m: ConsumerMember) -> DescribedConsumerMember:
+        return DescribedConsumerMember(
+            member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+            member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+            subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
+            subscribed_topic_regex=m.subscribed_topic_regex,
+            assignment=self._named(m.assigned),
+            target_assignment=self._named(group.target_of(m.member_id)),
+            member_type=0 if m.uses_classic_protocol else 1,
+        )
+
+    def _named(self, partitions: Partitions) -> tuple[DescribedTopicPartitions, ...]:
+        """Partitions with their topic names; topics no longer known are left out."""
+        out = []
+        for entry in _wire(partitions):
+            name = self.image.name_of(entry.topic_id)
+            if name is not None:
+                out.append(DescribedTopicPartitions(entry.topic_id, name, entry.partitions))
+        return tuple(out)
+
+    def list_groups(self) -> list[ListedConsumerGroup]:
+        return [ListedConsumerGroup(g.group_id, g.state().value) for g in self.groups.values()]
+
+    def delete_group(self, group_id: str) -> tuple[ErrorCode, list[Record]]:
+        """DeleteGroups for one group: only an empty group may go (NON_EMPTY_GROUP otherwise).
+        Tombstones in an order replay accepts: leftovers, target epoch, group."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found, []
+        if group.members:
+            return ErrorCode.non_empty_group, []
+        records = [Record(ConsumerGroupTargetAssignmentMemberKey(group_id, mid), None)
+                   for mid in sorted(group.targets)]
+        records += [Record(ConsumerGroupRegularExpressionKey(group_id, r), None)
+                    for r in sorted(group.resolved_regexes)]
+        records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(group_id), None))
+        records.append(Record(ConsumerGroupMetadataKey(group_id), None))
+        self._apply(records)
+        return ErrorCode.none, records
+
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _blank(value: str) -> bool:
+    """Java's String.trim().isEmpty(): only characters up to U+0020."""
+    return not value.lstrip("".join(map(chr, range(33))))
+
+
+def _is_uuid(member_id: str) -> bool:
+    """A Kafka Uuid string (22 characters of base64, URL-safe as the Java client writes it or
+    standard as librdkafka does, no padding) or the canonical 36-character form."""
+    if len(member_id) == 22:
+        text = member_id.replace("-", "+").replace("_", "/") + "=="
+        try:
+            return len(base64.b64decode(text, validate=True)) == 16
+        except (binascii.Error, ValueError):
+            return False
+    if len(member_id) == 36:
+        try:
+            uuid.UUID(member_id)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _partitions(owned: tuple[TopicPartitions, ...] | None) -> Partitions | None:
+    if owned is None:
+        return None
+    return frozenset((tp.topic_id, p) for tp in owned for p in tp.partitions)
+
+
+def _wire(partitions: Partitions) -> tuple[TopicPartitions, ...]:
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for topic_id, p in partitions:
+        by_topic.setdefault(topic_id, []).append(p)
+    return tuple(TopicPartitions(t, tuple(sorted(by_topic[t]))) for t in sorted(by_topic))
+
+
+def _check_epoch(member: ConsumerMember, epoch: int, owned: Partitions | None) -> None:
+    if epoch == JOIN_EPOCH:
+        return
+    if epoch > member.member_epoch:
+        raise _Refused(ErrorCode.fenced_member_epoch,
+                       f"The consumer group member has a greater member epoch ({epoch}) than the "
+                       f"one known by the group coordinator ({member.member_epoch}). The member "
+                       "must abandon all its partitions and rejoin.")
+    if epoch < member.member_epoch and (
+            epoch != member.previous_member_epoch or owned is None
+            or not owned <= member.assigned):
+        raise _Refused(ErrorCode.fenced_member_epoch,
+                       f"The consumer group member has a smaller member epoch ({epoch}) than the "
+                       f"one known by the group coordinator ({member.member_epoch}). The member "
+                       "must abandon all its partitions and rejoin.")
+
+
+def _updated(member: ConsumerMember, req: ConsumerHeartbeatRequest) -> ConsumerMember:
+    """The member with what the request changed (None, or -1, means unchanged)."""
+    names = member.subscribed_topic_names
+    if req.subscribed_topic_names is not None:
+        names = frozenset(req.subscribed_topic_names)
+    regex = member.subscribed_topic_regex
+    if req.subscribed_topic_regex is not None:
+        regex = req.subscribed_topic_regex or None
+    return replace(
+        member,
+        instance_id=member.instance_id if req.instance_id is None else req.instance_id,
+        rack_id=member.rack_id if req.rack_id is None else req.rack_id,
+        rebalance_timeout_ms=(member.rebalance_timeout_ms if req.rebalance_timeout_ms == -1
+                              else req.rebalance_timeout_ms),
+        server_assignor=member.server_assignor if req.server_assignor is None
+        else req.server_assignor,
+        subscribed_topic_names=names,
+        subscribed_topic_regex=regex,
+        client_id=req.client_id,
+        client_host=req.client_host,
+        classic=None,
+    )
+
+
+def _metadata_record(group_id: str, member: ConsumerMember) -> Record:
+    return Record(ConsumerGroupMemberMetadataKey(group_id, member.member_id),
+                  member.metadata_value())
+
+
+def _assignment_record(group_id: str, member: ConsumerMember) -> Record:
+    return Record(ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id),
+                  member.assignment_value())
+
+
+def _epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
+    return Record(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch,
+                                                                                 metadata_hash))
+
+
+def _replace_records(group: ConsumerGroup, old: ConsumerMember,
+                     new: ConsumerMember) -> list[Record]:
+    """A static member's new incarnation replaces the old one: the old member's tombstones
+    (in the order replay insists on), then the new member with the old one's target and
+    partitions."""
+    gid, old_id, new_id = group.group_id, old.member_id, new.member_id
+    return [
+        Record(ConsumerGroupCurrentMemberAssignmentKey(gid, old_id), None),
+        Record(ConsumerGroupTargetAssignmentMemberKey(gid, old_id), None),
+        Record(ConsumerGroupMemberMetadataKey(gid, old_id), None),
+        _metadata_record(gid, new),
+        Record(ConsumerGroupTargetAssignmentMemberKey(gid, new_id),
+               ConsumerGroupTargetAssignmentMemberValue(group.target_of(old_id))),
+        _assignment_record(gid, new),
+    ]
+
+
+def _revocation_key(group_id: str, member: ConsumerMember) -> tuple:
+    return (REVOCATION, group_id, member.member_id, member.member_epoch)
+
+
+def _revocation_timers(group_id: str, before: ConsumerMember, after: ConsumerMember,
+                       now_ms: int) -> list[TimerOp]:
+    """Arm the revocation timer whenever the member (still or newly) has partitions to give
+    back, cancel it once it has none."""
+    ops = []
+    unrevoked = MemberState.UNREVOKED_PARTITIONS
+    if before.state is unrevoked and (after.state is not unrevoked
+                                      or after.member_epoch != before.member_epoch):
+        ops.append(TimerOp(_revocation_key(group_id, before), None))
+    if after.state is unrevoked:
+        ops.append(TimerOp(_revocation_key(group_id, after),
+                           now_ms + max(after.rebalance_timeout_ms, 0)))
+    return ops

@@ -1,0 +1,99 @@
+"""One member's step towards its target assignment (Kafka's CurrentAssignmentBuilder).
+
+Rules. The coordinator never hands a partition to a member while another member may still
+be using it ("revoke before assign"). Per heartbeat, given the member, its target (epoch and
+partitions), who holds which partition, and the partitions the member says it owns:
+
+    keep     = assigned ∩ target
+    revoke   = assigned - keep
+    add      = target - keep, minus partitions another member still holds
+
+- If something must be revoked and the member (as far as it said) still owns some of it:
+  UNREVOKED_PARTITIONS, at its *current* epoch, assigned = keep, pending_revocation = revoke.
+  The member keeps the epoch it is at, so its offset commits stay valid while it revokes.
+- Otherwise it moves to the target epoch with assigned = keep + add and nothing pending:
+  UNRELEASED_PARTITIONS if some target partitions were held back, else STABLE.
+
+Theory of operation, per current state:
+- STABLE at the target epoch: nothing to do. STABLE at an older epoch: step as above.
+- UNREVOKED_PARTITIONS: wait while the member still reports any pending partition (or
+  reports nothing, which means "unchanged"); once it reports none of them, step as above
+  from its current epoch (the new target may have moved meanwhile).
+- UNRELEASED_PARTITIONS: step again; held-back partitions come as soon as they are free.
+- UNKNOWN: only a member reporting no partitions at all may continue (it starts over at the
+  target epoch); anything else is fenced.
+
+A partition counts as "held by another member" when the partition-epoch map has it and it
+is not one this member is itself giving back (Kafka 4.x: a member whose target takes back a
+partition it was revoking simply keeps it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from coterie.group.consumer_member import ConsumerMember, MemberState
+from coterie.group.consumer_records import NO_PARTITIONS, Partitions, TopicIdPartition
+
+
+class FencedMember(Exception):
+    """The member must drop every partition and rejoin (FENCED_MEMBER_EPOCH)."""
+
+
+def reconcile(member: ConsumerMember, target_epoch: int, target: Partitions,
+              partition_epochs: Mapping[TopicIdPartition, int],
+              owned: Partitions | None) -> ConsumerMember:
+    """The member's next state; `owned` None means the member did not report its partitions
+    in this heartbeat (unchanged since the last one it sent). Returns `member` itself when
+    nothing changes."""
+    state = member.state
+    if state is MemberState.STABLE:
+        if member.member_epoch == target_epoch:
+            return member
+        return _step(member, member.member_epoch, target_epoch, target, partition_epochs, owned)
+    if state is MemberState.UNREVOKED_PARTITIONS:
+        if _still_owns(member.pending_revocation, owned):
+            return member
+        return _step(member, member.member_epoch, target_epoch, target, partition_epochs, owned)
+    if state is MemberState.UNRELEASED_PARTITIONS:
+        return _step(member, member.member_epoch, target_epoch, target, partition_epochs, owned)
+    if owned is None or owned:
+        raise FencedMember("The consumer group member is in a unknown state. "
+                           "The member must abandon all its partitions and rejoin.")
+    return _step(member, target_epoch, target_epoch, target, partition_epochs, owned)
+
+
+def _still_owns(pending: Partitions, owned: Partitions | None) -> bool:
+    if owned is None:
+        return True
+    return not pending.isdisjoint(owned)
+
+
+def _step(member: ConsumerMember, epoch: int, target_epoch: int, target: Partitions,
+          partition_epochs: Mapping[TopicIdPartition, int],
+          owned: Partitions | None) -> ConsumerMember:
+    current = member.assigned
+    keep = current & target
+    revoke = current - keep
+    add = target - keep
+    held_back = False
+    if add:
+        own_pending = member.pending_revocation
+        free = frozenset(tp for tp in add
+                         if tp not in partition_epochs or tp in own_pending)
+        held_back = len(free) != len(add)
+        add = free
+    if revoke and _still_owns(revoke, owned):
+        return _moved(member, epoch, MemberState.UNREVOKED_PARTITIONS, keep, revoke)
+    new_state = MemberState.UNRELEASED_PARTITIONS if held_back else MemberState.STABLE
+    return _moved(member, target_epoch, new_state, keep | add if add else keep, NO_PARTITIONS)
+
+
+def _moved(member: ConsumerMember, epoch: int, state: MemberState, assigned: Partitions,
+           pending: Partitions) -> ConsumerMember:
+    # Kafka's updateMemberEpoch: the previous epoch becomes the one the member was at, even
+    # when the epoch does not move.
+    new = replace(member, member_epoch=epoch, previous_member_epoch=member.member_epoch,
+                  state=state, assigned=assigned, pending_revocation=pending)
+    return member if new == member else new

@@ -1,0 +1,68 @@
+"""The consumer-group coordinator's view of the cluster's topics.
+
+The coordinator does not own topics; the broker tells it what exists (name, id, partition
+count) whenever that changes, and the coordinator keeps the latest picture here. It is not
+persisted: after a restart the broker hands over the current picture again, and any group
+whose subscribed topics changed while it was down gets a new group epoch (the metadata hash
+in its group record no longer matches).
+
+The metadata hash is coterie's own, not Kafka's (Kafka 4.1+ hashes topic ids, names,
+partition counts and racks with its own scheme); a Kafka broker reading coterie's records, or
+the other way round, sees a different hash once and rebalances the group once, which is
+harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """What assignment needs to know of a topic."""
+
+    topic_id: uuid.UUID
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    """Topics by name (and by id), with a version that grows with every change the broker
+    reports (regex resolutions record the version they were computed against)."""
+
+    by_name: Mapping[str, TopicInfo] = field(default_factory=dict)
+    version: int = 0
+    by_id: Mapping[uuid.UUID, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo],
+           version: int = 0) -> TopicImage:
+        by_name = {name: t if isinstance(t, TopicInfo) else TopicInfo(t[0], t[1])
+                   for name, t in topics.items()}
+        return cls(by_name, version, {t.topic_id: name for name, t in by_name.items()})
+
+    def names(self) -> Iterable[str]:
+        return self.by_name.keys()
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        return self.by_id.get(topic_id)
+
+    def metadata_hash(self, topics: Iterable[str]) -> int:
+        """A signed 64-bit digest of the named topics that exist (name, id, partitions);
+        0 when none does. Topics that do not exist contribute nothing, so creating one a
+        group subscribes to changes the hash."""
+        present = sorted(t for t in topics if t in self.by_name)
+        if not present:
+            return 0
+        digest = hashlib.blake2b(digest_size=8)
+        for name in present:
+            info = self.by_name[name]
+            raw = name.encode()
+            digest.update(len(raw).to_bytes(4, "big"))
+            digest.update(raw)
+            digest.update(info.topic_id.bytes)
+            digest.update(info.partitions.to_bytes(4, "big", signed=True))
+        return int.from_bytes(digest.digest(), "big", signed=True)
