@@ -12,6 +12,7 @@ from typing import Any
 
 from coterie.broker.handlers import (
     api_versions,
+    consumer_groups,
     fetch,
     groups,
     metadata,
@@ -50,7 +51,7 @@ APIS: dict[int, Api] = {
         Api(12, "Heartbeat", 0, 4, groups.heartbeat),
         Api(13, "LeaveGroup", 0, 5, groups.leave_group),
         Api(14, "SyncGroup", 0, 5, groups.sync_group),
-        Api(15, "DescribeGroups", 0, 5, groups.describe_groups),
+        Api(15, "DescribeGroups", 0, 6, groups.describe_groups),
         Api(16, "ListGroups", 0, 5, groups.list_groups),
         Api(18, "ApiVersions", 0, 3, api_versions.handle),
         Api(19, "CreateTopics", 2, 7, topics.create_topics),
@@ -59,5 +60,7 @@ APIS: dict[int, Api] = {
         Api(37, "CreatePartitions", 0, 3, topics.create_partitions),
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups),
         Api(47, "OffsetDelete", 0, 0, offset_commit.offset_delete),
+        Api(68, "ConsumerGroupHeartbeat", 0, 1, consumer_groups.consumer_group_heartbeat),
+        Api(69, "ConsumerGroupDescribe", 0, 1, consumer_groups.consumer_group_describe),
     )
 }

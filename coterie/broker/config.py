@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coterie.assign.registry import UnknownAssignor, lookup
+from coterie.group.consumer_config import ConsumerGroupConfig
+
 DEFAULTS: dict[str, str] = {
     "node.id": "1",
     "socket.request.max.bytes": str(100 * 1024 * 1024),
@@ -21,6 +24,24 @@ DEFAULTS: dict[str, str] = {
     "log.retention.check.interval.ms": str(5 * 60 * 1000),
     "log.flush.scheduler.interval.ms": "1000",
     "queued.max.requests": "500",
+}
+
+
+# group.consumer.* integer settings (KIP-848 consumer groups) -> ConsumerGroupConfig fields;
+# defaults and bounds live there, with Kafka's values and Kafka's start-up checks.
+CONSUMER_GROUP_INT_SETTINGS: dict[str, str] = {
+    "group.consumer.session.timeout.ms": "session_timeout_ms",
+    "group.consumer.min.session.timeout.ms": "min_session_timeout_ms",
+    "group.consumer.max.session.timeout.ms": "max_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "heartbeat_interval_ms",
+    "group.consumer.min.heartbeat.interval.ms": "min_heartbeat_interval_ms",
+    "group.consumer.max.heartbeat.interval.ms": "max_heartbeat_interval_ms",
+    "group.consumer.max.size": "max_size",
+}
+# Kafka names its server assignors by class in group.consumer.assignors too.
+KAFKA_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
 }
 
 
@@ -88,6 +109,30 @@ class BrokerConfig:
             raise ConfigError(f"num.partitions must be positive, got {self.num_partitions}")
         if self.socket_request_max_bytes <= 0:
             raise ConfigError("socket.request.max.bytes must be positive")
+        self.consumer_group_config()
+
+    def consumer_group_config(self) -> ConsumerGroupConfig:
+        """The group.consumer.* settings (Kafka's names, defaults and cross-checks)."""
+        kwargs: dict[str, object] = {}
+        for key, name in CONSUMER_GROUP_INT_SETTINGS.items():
+            if key in self.props:
+                kwargs[name] = self.get_int(key)
+        if "group.consumer.assignors" in self.props:
+            names = [n.strip() for n in self.props["group.consumer.assignors"].split(",")]
+            assignors = tuple(KAFKA_ASSIGNOR_CLASSES.get(n, n) for n in names if n)
+            for name in assignors:
+                try:
+                    lookup(name)
+                except UnknownAssignor:
+                    raise ConfigError(f"group.consumer.assignors: unknown assignor {name!r}"
+                                      ) from None
+            kwargs["assignors"] = assignors
+        if "group.consumer.migration.policy" in self.props:
+            kwargs["migration_policy"] = self.props["group.consumer.migration.policy"].lower()
+        try:
+            return ConsumerGroupConfig(**kwargs)  # type: ignore[arg-type]
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
     @property
     def node_id(self) -> int:

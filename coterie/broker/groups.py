@@ -1,10 +1,20 @@
 """The group coordinator's runtime: the I/O around the pure core in coterie.group.
 
+It holds both cores, classic groups (`ClassicCoordinator`) and KIP-848 consumer groups
+(`ConsumerCoordinator`), behind `coordinator`, a `GroupNamespace` that routes every group
+request, timer, topic change and loaded record to the core holding the group id
+(`coterie.group.group_namespace` has the rules where the two meet).
+
 It owns the internal compacted topic `__consumer_offsets`: a group maps to one of its
 partitions by Java's `String.hashCode` (as Kafka does), and every record a handler returns is
 appended there as one record batch *before* any response of that call is sent. At start-up
-the partitions are read back and every record is replayed through the same `replay` code the
-tests use; until that finishes, group APIs answer COORDINATOR_LOAD_IN_PROGRESS.
+the partitions are read back and every record, of either family, is replayed in log order
+through the same `replay` code the tests use; until that finishes, group APIs answer
+COORDINATOR_LOAD_IN_PROGRESS. Then the consumer core is told the current topics, which bumps
+the epoch of any group whose subscribed topics changed while the broker was down.
+
+Topic changes (created, deleted, more partitions) reach the consumer core through
+`topics_changed`; the epoch bumps it returns are persisted like any other records.
 
 It also turns the core's timer operations into event-loop timers and its parked requests into
 futures: a handler that gets no immediate answer awaits the future of its token, which a later
@@ -14,6 +24,7 @@ call (another member's join, a timer) resolves through `Result.completed`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import datetime
 import io
@@ -30,9 +41,12 @@ from kio.records.writers import write_new_batch
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
-from coterie.group.consumer_protocol import subscribed_topics
+from coterie.group.classic_messages import JoinGroupResponse, SyncGroupResponse
+from coterie.group.consumer_coordinator import ConsumerCoordinator
+from coterie.group.group_namespace import GroupNamespace
 from coterie.group.offsets import OffsetStore
-from coterie.group.record_codec import UnknownRecordType, decode, encode
+from coterie.group.offsets_topic_codec import decode, encode, is_consumer_record
+from coterie.group.record_codec import UnknownRecordType
 from coterie.group.records import GroupMetadataKey, OffsetCommitKey, Record
 from coterie.group.results import Result, TimerOp
 
@@ -94,6 +108,9 @@ class GroupRuntime:
             max_size=self._int("group.max.size"),
             max_metadata_bytes=self._int("group.classic.max.member.metadata.bytes"),
         ), self._new_member_id)
+        self.consumer = ConsumerCoordinator(broker.config.consumer_group_config(),
+                                            self._new_consumer_member_id)
+        self.coordinator = GroupNamespace(self.classic, self.consumer)
         self.offsets = OffsetStore()
         self.loaded = False
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
@@ -122,6 +139,11 @@ class GroupRuntime:
     def _new_member_id(client_id: str) -> str:
         return f"{client_id or 'member'}-{uuid.uuid4()}"
 
+    @staticmethod
+    def _new_consumer_member_id() -> str:
+        """For ConsumerGroupHeartbeat v0 joins without a member id: a Kafka Uuid string."""
+        return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
     # -- start-up -------------------------------------------------------------------------
     def ensure_topic(self) -> None:
         logs = self.broker.logs
@@ -136,6 +158,15 @@ class GroupRuntime:
     async def load(self) -> None:
         """Replay every partition of __consumer_offsets, yielding to the loop as it goes so
         that other requests are answered (group ones with COORDINATOR_LOAD_IN_PROGRESS)."""
+        try:
+            await self._load()
+        except Exception:
+            # A record that contradicts the state (ReplayError) or bytes that do not decode:
+            # like Kafka, refuse to serve groups from a log that cannot be trusted.
+            log.exception("loading %s failed; group APIs stay unavailable", OFFSETS_TOPIC)
+            raise
+
+    async def _load(self) -> None:
         started = self.broker.now_ms()
         count = skipped = 0
         for index in range(self.num_partitions):
@@ -162,11 +193,13 @@ class GroupRuntime:
                             skipped += 1
                     offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
                 await asyncio.sleep(0)
-        self._apply_timers(self.classic.timers_after_load(self.broker.now_ms()))
+        self._apply_timers(self.coordinator.timers_after_load(self.broker.now_ms()))
         self.loaded = True
+        self.topics_changed()
         log.info("loaded %d group records (%d of unknown types skipped) from %s in %d ms: "
-                 "%d groups, %d groups with offsets", count, skipped, OFFSETS_TOPIC,
-                 self.broker.now_ms() - started, len(self.classic.groups),
+                 "%d classic groups, %d consumer groups, %d groups with offsets", count,
+                 skipped, OFFSETS_TOPIC, self.broker.now_ms() - started,
+                 len(self.classic.groups), len(self.consumer.groups),
                  len(self.offsets.groups()))
 
     def _remember(self, record: Record) -> None:
@@ -178,11 +211,37 @@ class GroupRuntime:
             live[record.key] = record
 
     def _replay(self, record: Record) -> None:
+        """Apply one loaded record to whichever part of the state it belongs to."""
         self._remember(record)
         if isinstance(record.key, OffsetCommitKey):
             self.offsets.replay(record)
-        elif isinstance(record.key, GroupMetadataKey):
-            self.classic.replay(record)
+        else:
+            self.coordinator.replay(record)
+
+    # -- topics -----------------------------------------------------------------------------
+    def topics_changed(self) -> None:
+        """Tell the consumer core the broker's topics (after a create, a delete, more
+        partitions, and once loading is done) and persist the epoch bumps it returns.
+        Skipped while loading: the end of loading hands over the full picture anyway."""
+        if not self.loaded:
+            return
+        topics = {info.name: (info.topic_id, info.partitions)
+                  for info in self.broker.logs.topics.values()}
+        try:
+            self.run_many(self.coordinator.on_metadata_change(topics, self.broker.now_ms()))
+        except Exception:
+            # Never fail the topic operation itself; the next change retries the picture.
+            log.exception("consumer groups could not take the topic change")
+
+    def run_many(self, result: Result) -> None:
+        """Persist a result whose records span many groups (one batch per group, in order),
+        then arm its timers."""
+        by_group: dict[str, list[Record]] = {}
+        for record in result.records:
+            by_group.setdefault(record.key.group_id, []).append(record)
+        for group_id, records in by_group.items():
+            self.run(group_id, Result(records=records))
+        self._apply_timers(result.timers)
 
     # -- running results ------------------------------------------------------------------
     def park(self) -> tuple[int, asyncio.Future[Any]]:
@@ -208,6 +267,7 @@ class GroupRuntime:
         """Append the records, then answer, then arm timers. Returns the immediate answer."""
         response = result.response
         completed = result.completed
+        restored = False
         if result.records:
             try:
                 self.persist(group_id, result.records)
@@ -217,6 +277,11 @@ class GroupRuntime:
                 error = ErrorCode.coordinator_not_available
                 response = with_error(response, error)
                 completed = [(t, with_error(r, error)) for t, r in completed]
+                if any(is_consumer_record(r) for r in result.records):
+                    # The core applied its records before they were durable: go back to
+                    # what the log holds (a classic group this result deleted included).
+                    self._restore(group_id, result.records)
+                    restored = True
                 group = self.classic.groups.get(group_id)
                 if group is not None:
                     retry = self.classic.persist_failed(group_id, group.generation,
@@ -224,13 +289,46 @@ class GroupRuntime:
                     result.timers.extend(retry.timers)
                     completed.extend(retry.completed)
         self._apply_timers(result.timers)
+        if restored:
+            now = self.broker.now_ms()
+            self._apply_timers([op for op in self.consumer.timers_after_load(now)
+                                if op.key[1] == group_id])
         for token, answer in completed:
             self._resolve(token, answer)
         return response
 
+    def _restore(self, group_id: str, records: list[Record]) -> None:
+        """Rebuild a group's state from its durable records (the last value of each key in
+        `_live`, in an order replay accepts: current values never conflict), after records
+        the cores had already applied could not be persisted."""
+        live = self._live.get(partition_for(group_id, self.num_partitions), {})
+        mine = [r for r in live.values() if r.key.group_id == group_id]
+        self.consumer.groups.pop(group_id, None)
+        for record in mine:
+            if is_consumer_record(record):
+                self.consumer.replay(record)
+        if any(isinstance(r.key, GroupMetadataKey) and r.value is None for r in records):
+            # A classic group this result replaced by a consumer group comes back.
+            self.classic.groups.pop(group_id, None)
+            for record in mine:
+                if isinstance(record.key, GroupMetadataKey):
+                    self.classic.replay(record)
+        elif group_id in self.consumer.groups and group_id in self.classic.groups:
+            # A JoinGroup was to replace an empty consumer group, which could not be deleted
+            # after all: the classic group it started goes, its parked requests answered with
+            # the storage error (one id, one group).
+            started = self.classic.groups.pop(group_id)
+            error = ErrorCode.coordinator_not_available
+            for m in started.members.values():
+                if m.awaiting_join:
+                    self._resolve(m.join_token, JoinGroupResponse(error, member_id=m.member_id))
+                if m.awaiting_sync:
+                    self._resolve(m.sync_token, SyncGroupResponse(error))
+
     def persist(self, group_id: str, records: list[Record]) -> None:
         """Append records as one batch to the group's partition and replay offset records
-        (classic group state is already live; its records exist for recovery)."""
+        (classic and consumer group state is already live: each core applies its own
+        records; they exist for recovery)."""
         self._append(partition_for(group_id, self.num_partitions), records)
         for record in records:
             self._remember(record)
@@ -274,24 +372,18 @@ class GroupRuntime:
         self._timers.pop(key, None)
         group_id = key[1]
         try:
-            self.run(group_id, self.classic.on_timer(key, self.broker.now_ms()))
+            self.run(group_id, self.coordinator.on_timer(key, self.broker.now_ms()))
         except Exception:
             log.exception("timer %s failed", key)
 
     def subscribed_topics(self, group_id: str) -> set[str]:
-        """Topics a live consumer group subscribes to (for OffsetDelete)."""
-        group = self.classic.groups.get(group_id)
-        if group is None or not group.members or group.protocol_type != "consumer":
-            return set()
-        topics: set[str] = set()
-        for m in group.members.values():
-            topics |= subscribed_topics(m.metadata_for(group.protocol))
-        return topics
+        """Topics a live group subscribes to (for OffsetDelete)."""
+        return self.coordinator.subscribed_topics(group_id)
 
     # -- offsets housekeeping -------------------------------------------------------------
     def expire_offsets(self) -> int:
         records = self.offsets.expire(self.broker.now_ms(), self.retention_ms,
-                                      self.classic.empty_since())
+                                      self.coordinator.empty_since())
         by_group: dict[str, list[Record]] = {}
         for r in records:
             by_group.setdefault(r.key.group_id, []).append(r)

@@ -82,18 +82,23 @@ class Broker:
         return time.time_ns() // 1_000_000
 
     # -- topic operations shared by several handlers ---------------------------------------
+    # Each one tells the group runtime, whose consumer groups re-resolve their regexes and
+    # get a new epoch when topics they subscribe to change.
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         info = self.logs.create_topic(name, partitions, configs, self.now_ms())
         log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
+        self.groups.topics_changed()
         return info
 
     def delete_topic(self, name: str) -> None:
         self.logs.delete_topic(name)
         log.info("deleted topic %s", name)
+        self.groups.topics_changed()
 
     def create_partitions(self, name: str, total: int) -> None:
         self.logs.create_partitions(name, total, self.now_ms())
         log.info("topic %s now has %d partitions", name, total)
+        self.groups.topics_changed()
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:

@@ -4,7 +4,8 @@
     EmbeddedProtocol   the extension point (metadata, assign, on_assignment, on_revoke, on_lost)
     LeaderElection     exactly one leader among the members of a group
     TaskDistribution   Connect-style distribution of tasks among workers
-    Consumer           a group consumer: eager or cooperative (KIP-429) rebalancing, fetch
+    Consumer           a group consumer: eager or cooperative (KIP-429) rebalancing, or the
+                       consumer group protocol (KIP-848, group_protocol="consumer"); fetch
                        loop, auto and manual commits
     Cluster            bootstrap, Metadata, FindCoordinator, dedicated connections
     Connection         one broker connection (kio codecs, version negotiation)

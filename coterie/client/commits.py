@@ -14,9 +14,12 @@ What each OffsetCommit error means here:
 - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, REQUEST_TIMED_OUT,
   UNKNOWN_TOPIC_OR_PARTITION, a lost connection: retried (coordinator rediscovered where that
   helps) with backoff until the commit's deadline, then `BrokerUnavailableError`.
-- REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID: the
-  commit came from a generation the group has left (or is leaving): `CommitFailedError`,
-  as Kafka's consumer raises; the partitions may already be someone else's.
+- REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+  STALE_MEMBER_EPOCH: the commit came from a generation the group has left (or is leaving):
+  `CommitFailedError`, as Kafka's consumer raises; the partitions may already be someone
+  else's. A consumer-group member (KIP-848) passes `renew`: on STALE_MEMBER_EPOCH or
+  UNKNOWN_MEMBER_ID it waits for the member's next epoch and retries with it while the
+  member is still in the group (Kafka's client does the same), else CommitFailedError.
 - anything else (OFFSET_METADATA_TOO_LARGE, GROUP_AUTHORIZATION_FAILED, ...): `BrokerError`.
 """
 
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -48,7 +51,12 @@ RETRIABLE = frozenset({E.not_coordinator, E.coordinator_not_available,
                        E.unknown_topic_or_partition, E.unstable_offset_commit})
 REDISCOVER = frozenset({E.not_coordinator, E.coordinator_not_available})
 GENERATION_GONE = frozenset({E.rebalance_in_progress, E.illegal_generation,
-                             E.unknown_member_id, E.fenced_instance_id})
+                             E.unknown_member_id, E.fenced_instance_id, E.stale_member_epoch})
+EPOCH_STALE = frozenset({E.stale_member_epoch, E.unknown_member_id})
+
+#: (stale epoch, deadline on the loop clock) -> the member's (new epoch, member id), or None
+#: once it is no longer in the group.
+Renew = Callable[[int, float], Awaitable[tuple[int, str] | None]]
 
 
 def _by_topic(tps: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
@@ -99,9 +107,10 @@ class OffsetClient:
 
     async def commit(self, offsets: Mapping[TopicPartition, int], *, generation_id: int,
                      member_id: str, group_instance_id: str | None,
-                     timeout_ms: float | None = None) -> None:
+                     timeout_ms: float | None = None, renew: Renew | None = None) -> None:
         """Commit `offsets` (the next offset to read, per partition) as this member of
-        `generation_id`. Raises CommitFailedError if the generation is gone."""
+        `generation_id` (a consumer group: member epoch). Raises CommitFailedError if the
+        generation is gone (see the module docstring for `renew`)."""
         if not offsets:
             return
         loop = asyncio.get_running_loop()
@@ -119,12 +128,15 @@ class OffsetClient:
             }, deadline)
             self._link.succeeded()
             retry: ErrorCode | None = None
+            stale = False
             for topic in response.topics:
                 for p in topic.partitions:
                     tp = TopicPartition(topic.name, int(p.partition_index))
                     code = p.error_code
                     if code == E.none:
                         pending.pop(tp, None)
+                    elif code in EPOCH_STALE and renew is not None:
+                        stale = True
                     elif code in GENERATION_GONE:
                         raise CommitFailedError(code, "OffsetCommit", (
                             f"group {self.group_id!r}: generation {generation_id} of member "
@@ -133,6 +145,16 @@ class OffsetClient:
                         retry = code
                     else:
                         raise BrokerError(code, "OffsetCommit", f"{tp.topic}-{tp.partition}")
+            if pending and stale and renew is not None:
+                renewed = await renew(generation_id, deadline)
+                if renewed is None:
+                    raise CommitFailedError(E.stale_member_epoch, "OffsetCommit", (
+                        f"group {self.group_id!r}: member {member_id} (epoch "
+                        f"{generation_id}) is no longer in the group"))
+                log.info("group %s: OffsetCommit with stale epoch %d; retrying with epoch %d",
+                         self.group_id, generation_id, renewed[0])
+                generation_id, member_id = renewed
+                continue
             if pending:
                 code = retry or E.unknown_server_error
                 self._retry_or_raise(code, "OffsetCommit", deadline, f"{len(pending)} left")

@@ -1,4 +1,5 @@
-"""`Consumer`: a group consumer on the classic protocol, eager or cooperative (KIP-429).
+"""`Consumer`: a group consumer on the classic protocol, eager or cooperative (KIP-429), or
+on the consumer group protocol of KIP-848 (`group_protocol="consumer"`).
 
     async with Consumer("127.0.0.1:9092", "billing", topics=["orders"],
                         assignors=["cooperative-sticky"], auto_offset_reset="earliest",
@@ -12,10 +13,22 @@ Pieces, each in its own module:
     GroupMember                   join / sync / heartbeat / rejoin (coterie.client.member)
     ConsumerRebalanceProtocol     subscriptions, the leader's assignment, eager or cooperative
                                   revocation (coterie.client.consumer_rebalance)
+    ConsumerGroupMember           group_protocol="consumer": ConsumerGroupHeartbeat, the
+                                  coordinator's target reconciled incrementally, revocations
+                                  acknowledged (coterie.client.consumer_heartbeat)
     Assignment / PartitionState   positions and buffered records (coterie.client.partition_state)
     Fetcher                       positions, Fetch, ListOffsets (coterie.client.fetcher)
     OffsetClient                  OffsetCommit / OffsetFetch (coterie.client.commits)
     decode_batches                record batches -> records (coterie.client.records)
+
+Protocols. group_protocol="classic" (the default) runs the embedded "consumer" protocol:
+JoinGroup/SyncGroup, client-side `assignors`, `session_timeout_ms` and
+`heartbeat_interval_ms`. group_protocol="consumer" (KIP-848, as the Java client's
+group.protocol) leaves assignment to the coordinator: `group_remote_assignor` names a server
+assignor ("uniform", "range"; None lets the coordinator choose), the heartbeat interval and
+session timeout are the broker's, and `assignors`, `session_timeout_ms` and
+`heartbeat_interval_ms` may not be given (as the Java client refuses them). Rebalances are
+always incremental there: callbacks name only the partitions revoked or added.
 
 Tasks: the member's own (hooks run there: listener callbacks and pre-revocation commits too),
 the fetch loop, a metadata refresher (every `metadata_max_age_ms`, and on demand) and an
@@ -54,6 +67,7 @@ from coterie.assign.registry import lookup
 from coterie.assign.spec import Assignor
 from coterie.client.cluster import Cluster, ClusterMetadata
 from coterie.client.commits import OffsetClient
+from coterie.client.consumer_heartbeat import ConsumerGroupMember
 from coterie.client.consumer_rebalance import ConsumerRebalanceProtocol, partition_counts
 from coterie.client.errors import (
     ClientError,
@@ -82,7 +96,12 @@ CONSUMER_API_RANGES: Mapping[int, VersionRange] = {
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.OFFSET_COMMIT: (2, 9),
     ApiKey.OFFSET_FETCH: (1, 7),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
 }
+
+CLASSIC = "classic"
+CONSUMER = "consumer"
+GROUP_PROTOCOLS = (CLASSIC, CONSUMER)
 
 _LISTENER_METHODS = {"assigned": "on_partitions_assigned", "revoked": "on_partitions_revoked",
                      "lost": "on_partitions_lost"}
@@ -121,6 +140,28 @@ def _resolve_assignors(assignors: Sequence[str | Assignor] | str) -> list[Assign
     return out
 
 
+def _check_protocol_settings(group_protocol: str, group_remote_assignor: str | None, *,
+                             assignors: object, session_timeout_ms: int | None,
+                             heartbeat_interval_ms: int | None) -> None:
+    """Refuse settings the chosen group protocol does not use, as Kafka's client does."""
+    if group_protocol not in GROUP_PROTOCOLS:
+        raise ValueError(f"group_protocol must be one of {GROUP_PROTOCOLS}, "
+                         f"not {group_protocol!r}")
+    if group_protocol == CLASSIC and group_remote_assignor is not None:
+        raise ValueError("group_remote_assignor needs group_protocol='consumer'")
+    if group_protocol == CONSUMER:
+        given = [name for name, value in (("assignors", assignors),
+                                          ("session_timeout_ms", session_timeout_ms),
+                                          ("heartbeat_interval_ms", heartbeat_interval_ms))
+                 if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} cannot be set with group_protocol="
+                             "'consumer' (the coordinator assigns partitions and sets the "
+                             "heartbeat interval and session timeout)")
+        if group_remote_assignor is not None and not group_remote_assignor:
+            raise ValueError("group_remote_assignor must not be empty")
+
+
 def _tps(partitions: Iterable[tuple[str, int]]) -> list[TopicPartition]:
     return [TopicPartition(*tp) for tp in partitions]
 
@@ -134,17 +175,22 @@ class Consumer:
     `listener`: a ConsumerRebalanceListener (or any object with some of its methods).
     `auto_offset_reset`: where a partition without a committed offset starts ("earliest",
     "latest", or "none" to raise NoOffsetForPartitionError).
-    Group settings (`group_instance_id`, `session_timeout_ms`, `heartbeat_interval_ms`,
-    `rebalance_timeout_ms`, `unavailable_timeout_ms`) go to the `GroupMember`.
+    Group settings (`group_instance_id`, `session_timeout_ms` (default 45000),
+    `heartbeat_interval_ms` (default 3000), `rebalance_timeout_ms`, `unavailable_timeout_ms`)
+    go to the `GroupMember`.
+    `group_protocol`: "classic" (default) or "consumer" (KIP-848; see the module docstring),
+    with `group_remote_assignor` the server-side assignor to ask for (None: the broker's
+    default).
     """
 
     def __init__(self, bootstrap: str | Sequence[str], group_id: str, *,
                  topics: Iterable[str] | None = None, pattern: str | None = None,
-                 assignors: Sequence[str | Assignor] | str = ("range",),
+                 assignors: Sequence[str | Assignor] | str | None = None,
                  listener: Any = None, auto_commit: bool = True,
                  auto_commit_interval_ms: int = 5_000, auto_offset_reset: str = LATEST,
-                 group_instance_id: str | None = None, session_timeout_ms: int = 45_000,
-                 heartbeat_interval_ms: int = 3_000, rebalance_timeout_ms: int = 300_000,
+                 group_instance_id: str | None = None, session_timeout_ms: int | None = None,
+                 heartbeat_interval_ms: int | None = None, rebalance_timeout_ms: int = 300_000,
+                 group_protocol: str = CLASSIC, group_remote_assignor: str | None = None,
                  client_id: str = "coterie-consumer", rack: str | None = None,
                  max_poll_records: int = 500, fetch_max_wait_ms: int = 500,
                  fetch_min_bytes: int = 1, fetch_max_bytes: int = 50 * 1024 * 1024,
@@ -158,9 +204,15 @@ class Consumer:
         if max_poll_records < 1 or auto_commit_interval_ms <= 0 or metadata_max_age_ms <= 0:
             raise ValueError("max_poll_records, auto_commit_interval_ms and "
                              "metadata_max_age_ms must be positive")
+        _check_protocol_settings(group_protocol, group_remote_assignor, assignors=assignors,
+                                 session_timeout_ms=session_timeout_ms,
+                                 heartbeat_interval_ms=heartbeat_interval_ms)
+        if not group_id:
+            raise ValueError("group_id must not be empty")
         self.group_id = group_id
+        self.group_protocol = group_protocol
         self._subscription = TopicSubscription(topics, pattern)
-        self.assignors = _resolve_assignors(assignors)
+        self.assignors = _resolve_assignors(assignors if assignors is not None else ("range",))
         self.listener = listener
         self.auto_commit = auto_commit
         self.auto_commit_interval_ms = auto_commit_interval_ms
@@ -187,13 +239,25 @@ class Consumer:
             on_data=self._wake_poll, on_error=self._raise_later,
             request_metadata=self._request_metadata)
         self._protocol = ConsumerRebalanceProtocol(self)
-        self.member = GroupMember(
-            self.cluster, group_id, self._protocol, group_instance_id=group_instance_id,
-            session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id,
-            request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
-            retry_backoff_max_ms=retry_backoff_max_ms,
-            unavailable_timeout_ms=unavailable_timeout_ms, rng=rng)
+        self._lock = self._protocol.lock  # one rebalance at a time, whichever protocol
+        self.member: GroupMember | ConsumerGroupMember
+        self._kip848: ConsumerGroupMember | None = None
+        if group_protocol == CONSUMER:
+            self.member = self._kip848 = ConsumerGroupMember(
+                self, self._lock, group_instance_id=group_instance_id,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                server_assignor=group_remote_assignor, request_timeout_ms=request_timeout_ms,
+                unavailable_timeout_ms=unavailable_timeout_ms, rng=rng)
+        else:
+            self.member = GroupMember(
+                self.cluster, group_id, self._protocol, group_instance_id=group_instance_id,
+                session_timeout_ms=45_000 if session_timeout_ms is None else session_timeout_ms,
+                heartbeat_interval_ms=(3_000 if heartbeat_interval_ms is None
+                                       else heartbeat_interval_ms),
+                rebalance_timeout_ms=rebalance_timeout_ms, client_id=client_id,
+                request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+                retry_backoff_max_ms=retry_backoff_max_ms,
+                unavailable_timeout_ms=unavailable_timeout_ms, rng=rng)
         self._data = asyncio.Event()
         self._metadata_wanted = asyncio.Event()
         self._errors: list[BaseException] = []
@@ -206,8 +270,9 @@ class Consumer:
     # == public view =============================================================================
     @property
     def cooperative(self) -> bool:
-        """Does this consumer rebalance incrementally (every assignor is cooperative)?"""
-        return self._protocol.cooperative
+        """Does this consumer rebalance incrementally (every assignor is cooperative, or the
+        consumer group protocol)?"""
+        return self._kip848 is not None or self._protocol.cooperative
 
     @property
     def member_id(self) -> str:
@@ -215,7 +280,10 @@ class Consumer:
 
     @property
     def generation_id(self) -> int:
-        """The generation whose partitions the consumer holds (-1: none)."""
+        """The generation whose partitions the consumer holds (-1: none); under the consumer
+        group protocol, the member epoch (-1 outside the group)."""
+        if self._kip848 is not None:
+            return self._kip848.generation_id
         g = self._protocol.generation
         return g.generation_id if g is not None else -1
 
@@ -270,14 +338,16 @@ class Consumer:
         if self._auto_commit_task is not None:
             self._auto_commit_task.cancel()
         # Mid-rebalance a cooperative consumer still owns partitions, and no hook will run
-        # before the member leaves: commit them while the generation is still valid.
-        if (self.auto_commit and self.member.state is not MemberState.STABLE
+        # before the member leaves: commit them while the generation is still valid. (The
+        # consumer group member revokes, with its commit, before leaving by itself.)
+        if (self._kip848 is None and self.auto_commit
+                and self.member.state is not MemberState.STABLE
                 and self.member.error is None and self._assignment.owned()):
             await self._commit_quietly(self._assignment.owned(), "closing")
         try:
             await self.member.close(timeout_ms=timeout_ms)
         finally:
-            async with self._protocol.lock:
+            async with self._lock:
                 owned = self._assignment.owned()
                 if owned:
                     await self._revoke(owned, commit=False,
@@ -446,17 +516,27 @@ class Consumer:
             await self._metadata_for(unknown)
         return await self._fetcher.list_offsets({tp: timestamp for tp in tps})
 
+    def _commit_identity(self) -> tuple[int, str, str | None] | None:
+        """(generation id or member epoch, member id, instance id) to commit as, or None
+        while the consumer holds no generation."""
+        if self._kip848 is not None:
+            return self._kip848.commit_identity()
+        g = self._protocol.generation
+        return None if g is None else (g.generation_id, g.member_id, g.group_instance_id)
+
     async def _commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         if not offsets:
             return
-        generation = self._protocol.generation
-        if generation is None:
+        identity = self._commit_identity()
+        if identity is None:
             raise CommitFailedError(ErrorCode.rebalance_in_progress, "OffsetCommit", (
-                f"group {self.group_id!r}: the consumer holds no generation (it is joining "
-                "or rebalancing eagerly)"))
-        await self._offsets.commit(offsets, generation_id=generation.generation_id,
-                                   member_id=generation.member_id,
-                                   group_instance_id=generation.group_instance_id)
+                f"group {self.group_id!r}: the consumer holds no generation (it is joining, "
+                "was fenced, or is rebalancing eagerly)"))
+        generation_id, member_id, instance_id = identity
+        await self._offsets.commit(
+            offsets, generation_id=generation_id, member_id=member_id,
+            group_instance_id=instance_id,
+            renew=self._kip848.renewed_identity if self._kip848 is not None else None)
         for tp, offset in offsets.items():
             ps = self._assignment.parts.get(tp)
             if ps is not None:
@@ -479,10 +559,10 @@ class Consumer:
         interval = self.auto_commit_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            if self._protocol.generation is not None:
+            if self._commit_identity() is not None:
                 await self._commit_quietly(self._assignment.owned(), "interval")
 
-    # == rebalance plumbing (called from ConsumerRebalanceProtocol, in the member's task) ========
+    # == rebalance plumbing (called from ConsumerRebalanceProtocol or ConsumerGroupMember) =====
     async def _revoke(self, partitions: Iterable[tuple[str, int]], *, commit: bool,
                       lost: bool) -> None:
         tps = frozenset(_tps(partitions))
@@ -583,7 +663,7 @@ class Consumer:
         with contextlib.suppress(BaseException):
             await self.member.wait_closed()
         if self.member.error is not None and not self._closing:
-            async with self._protocol.lock:
+            async with self._lock:
                 owned = self._assignment.owned()
                 if owned:
                     await self._revoke(owned, commit=False, lost=True)

@@ -14,7 +14,12 @@
     │       ├── GroupAuthorizationFailedError
     │       ├── GroupMaxSizeReachedError
     │       ├── InvalidSessionTimeoutError
-    │       └── InvalidGroupIdError
+    │       ├── InvalidGroupIdError
+    │       ├── UnsupportedAssignorError       (consumer protocol: no such server assignor)
+    │       ├── InvalidRegularExpressionError  (consumer protocol: the coordinator's RE2 says no)
+    │       ├── UnreleasedInstanceIdError      (consumer protocol: the static id is still held)
+    │       ├── InvalidGroupRequestError       (consumer protocol: INVALID_REQUEST)
+    │       └── GroupIdNotFoundError           (consumer protocol: e.g. a classic group's id)
     ├── MemberCallbackError           the embedded protocol's own code failed
     │   ├── MetadataError             metadata() raised
     │   ├── AssignorError             assign() raised (this member was the leader)
@@ -26,9 +31,9 @@
         └── RebalanceListenerError    a rebalance listener callback raised
 
 Errors the group protocol recovers from by itself (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
-UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED, the coordinator errors) never reach user code: the
-member rejoins or rediscovers. Everything here does, through `GroupMember.error` (and the
-consumer's `poll()`).
+UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED, FENCED_MEMBER_EPOCH, the coordinator errors) never
+reach user code: the member rejoins or rediscovers. Everything here does, through
+`GroupMember.error` (and the consumer's `poll()`).
 """
 
 from __future__ import annotations
@@ -77,8 +82,9 @@ class BrokerError(ClientError):
 
 class CommitFailedError(BrokerError):
     """OffsetCommit refused because the committing generation is over (REBALANCE_IN_PROGRESS,
-    ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID): the partitions may already
-    belong to another member, so the records since the last commit may be read again."""
+    ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID; in a consumer group
+    STALE_MEMBER_EPOCH once the member has no newer epoch): the partitions may already belong
+    to another member, so the records since the last commit may be read again."""
 
 
 class FatalGroupError(BrokerError):
@@ -109,6 +115,29 @@ class InvalidGroupIdError(FatalGroupError):
     """The group id is empty or otherwise invalid."""
 
 
+class UnsupportedAssignorError(FatalGroupError):
+    """The coordinator has no server-side assignor of the name the member asked for."""
+
+
+class InvalidRegularExpressionError(FatalGroupError):
+    """The coordinator refused the subscribed regular expression (RE2 syntax)."""
+
+
+class UnreleasedInstanceIdError(FatalGroupError):
+    """A static member joined while its instance id is still held by a member that has not
+    left (epoch -2) or timed out."""
+
+
+class InvalidGroupRequestError(FatalGroupError):
+    """The coordinator found the heartbeat malformed (INVALID_REQUEST); retrying the same
+    request cannot help."""
+
+
+class GroupIdNotFoundError(FatalGroupError):
+    """The coordinator has no consumer group of this id (e.g. it is a classic group of
+    another protocol type)."""
+
+
 _FATAL: dict[ErrorCode, type[FatalGroupError]] = {
     ErrorCode.inconsistent_group_protocol: InconsistentGroupProtocolError,
     ErrorCode.fenced_instance_id: FencedInstanceIdError,
@@ -116,6 +145,11 @@ _FATAL: dict[ErrorCode, type[FatalGroupError]] = {
     ErrorCode.group_max_size_reached: GroupMaxSizeReachedError,
     ErrorCode.invalid_session_timeout: InvalidSessionTimeoutError,
     ErrorCode.invalid_group_id: InvalidGroupIdError,
+    ErrorCode.unsupported_assignor: UnsupportedAssignorError,
+    ErrorCode.invalid_regular_expression: InvalidRegularExpressionError,
+    ErrorCode.unreleased_instance_id: UnreleasedInstanceIdError,
+    ErrorCode.invalid_request: InvalidGroupRequestError,
+    ErrorCode.group_id_not_found: GroupIdNotFoundError,
 }
 
 

@@ -34,6 +34,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     API_VERSIONS = 18
+    CONSUMER_GROUP_HEARTBEAT = 68
 
 
 VersionRange = tuple[int, int]

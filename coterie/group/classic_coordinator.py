@@ -109,6 +109,12 @@ class ClassicCoordinator:
             return self._join_unknown(group, req, now_ms)
         return self._join_known(group, req, now_ms)
 
+    def validate_join(self, req: JoinGroupRequest) -> ErrorCode | None:
+        """The error a JoinGroup gets before any group is looked at (invalid group id,
+        session timeout out of bounds, metadata too large), or None. Mixed groups: a
+        JoinGroup for a consumer group is checked the same way first."""
+        return self._validate_join(req)
+
     def _validate_join(self, req: JoinGroupRequest) -> ErrorCode | None:
         cfg = self.config
         if not req.group_id:
@@ -588,6 +594,41 @@ class ClassicCoordinator:
 
     def _group_record(self, group: ClassicGroup) -> Record:
         return Record(GroupMetadataKey(group.group_id), group.to_record())
+
+    # == conversions (mixed groups) ===========================================================
+    def hand_over(self, group: ClassicGroup) -> Result:
+        """`group` has just become a consumer group (its tombstone is replayed): whoever it
+        parked is told REBALANCE_IN_PROGRESS (they rejoin, now into the consumer group), and
+        its timers and live state go."""
+        gid = group.group_id
+        result = Result(timers=[TimerOp(("join", gid), None), TimerOp(("sync", gid), None)])
+        for m in group.members.values():
+            result.timers.append(TimerOp(("session", gid, m.member_id), None))
+            if m.awaiting_join:
+                result.completed.append((m.join_token, JoinGroupResponse(
+                    ErrorCode.rebalance_in_progress, member_id=m.member_id)))
+                m.awaiting_join, m.join_token = False, None
+            if m.awaiting_sync:
+                result.completed.append((m.sync_token, SyncGroupResponse(
+                    ErrorCode.rebalance_in_progress)))
+                m.awaiting_sync, m.sync_token = False, None
+        for member_id in group.pending_members:
+            result.timers.append(TimerOp(("pending", gid, member_id), None))
+        self._initial_deadline.pop(gid, None)
+        return result
+
+    def adopt(self, group_id: str, now_ms: int, rebalance: bool, why: str) -> Result:
+        """A group that has just become classic (its record is replayed, e.g. a consumer
+        group downgraded): arm its members' session timers and, if asked, start a
+        rebalance so that they agree on a classic generation."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return Result()
+        result = Result(timers=[self._session_timer(group, m, now_ms)
+                                for m in group.members.values()])
+        if rebalance and group.is_(S.STABLE, S.COMPLETING_REBALANCE):
+            result.merge(self._prepare_rebalance(group, now_ms, why))
+        return result
 
     # == helpers for offsets =================================================================
     def validate_commit(self, group_id: str, member_id: str, generation: int,

@@ -25,7 +25,8 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1  # group.consumer.max.size
     # group.consumer.assignors: the first is the default for groups where nobody asks.
     assignors: tuple[str, ...] = ("uniform", "range")
-    # group.consumer.migration.policy: read by the mixed-group step, not yet by this core.
+    # group.consumer.migration.policy: whether groups convert between the classic and the
+    # consumer protocol online (read by group_coordinator.GroupCoordinator).
     migration_policy: str = "bidirectional"
 
     def __post_init__(self) -> None:

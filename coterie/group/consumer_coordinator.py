@@ -37,6 +37,10 @@ Timers (keys are tuples, first element the kind):
   -> the member is fenced (removed) and the group epoch bumped.
 - ("consumer-revocation", group, member, epoch): the member was asked to revoke partitions at
   `epoch` and has not confirmed within its rebalance timeout -> fenced likewise.
+Classic-protocol members of a mixed group (`consumer_classic.py`, which shares steps 3 to 5
+through `_update_member`) use the session key with their own JoinGroup session timeout, have
+no revocation timer, and have ("consumer-join", ...) and ("consumer-sync", ...) timers
+instead; `_cancel_timers` cancels those too when such a member is removed.
 
 Topic changes come in through `on_metadata_change`: regexes are resolved again, and every
 group whose subscribed topics changed (partition count, topic created or deleted) gets a new
@@ -96,15 +100,23 @@ from coterie.group.topic_regex import InvalidRegex, compile_regex, resolve
 
 SESSION = "consumer-session"
 REVOCATION = "consumer-revocation"
+# Timers of classic-protocol members of a consumer group (mixed groups, consumer_classic.py):
+# rejoin after being told REBALANCE_IN_PROGRESS, and SyncGroup after a JoinGroup, each within
+# the member's rebalance timeout.
+CLASSIC_JOIN = "consumer-join"
+CLASSIC_SYNC = "consumer-sync"
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """A request answered with an error; nothing has been changed."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+_Refused = Refused
 
 
 class ConsumerCoordinator:
@@ -162,8 +174,8 @@ class ConsumerCoordinator:
         ops = []
         for group in self.groups.values():
             for m in group.members.values():
-                ops.append(self._session_timer(group.group_id, m.member_id, now_ms))
-                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                ops.append(self._session_timer(group.group_id, m.member_id, now_ms, m))
+                if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol:
                     ops.append(TimerOp(_revocation_key(group.group_id, m),
                                        now_ms + max(m.rebalance_timeout_ms, 0)))
         return ops
@@ -177,6 +189,16 @@ class ConsumerCoordinator:
             return self._heartbeat(req, now_ms)
         except _Refused as refused:
             return Result(ConsumerHeartbeatResponse(refused.code, refused.message))
+
+    def check(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse | None:
+        """The error answer for a heartbeat that is invalid on its face (before any group is
+        looked at), or None. The broker asks this before it looks for a classic group of
+        the same id, as Kafka validates the request before finding the group."""
+        try:
+            self._validate(req)
+        except _Refused as refused:
+            return ConsumerHeartbeatResponse(refused.code, refused.message)
+        return None
 
     def _validate(self, req: ConsumerHeartbeatRequest) -> None:
         """Kafka's request checks, in Kafka's order and words, plus coterie's two: a v1 member
@@ -236,6 +258,29 @@ class ConsumerCoordinator:
         else:
             member, replaced = self._static_member(group, member_id, req, owned)
         updated = _updated(member, req)
+        reconciled, records, timers = self._update_member(group, member, updated, replaced, owned,
+                                                          now_ms)
+        full = joining or (req.rebalance_timeout_ms != -1 and req.owned is not None and (
+            req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        assignment = None
+        if full or reconciled.assigned != member.assigned:
+            assignment = _wire(reconciled.assigned)
+        return Result(ConsumerHeartbeatResponse(
+            ErrorCode.none, member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms, assignment=assignment,
+        ), records=records, timers=timers)
+
+    def _update_member(self, group: ConsumerGroup, member: ConsumerMember,
+                       updated: ConsumerMember, replaced: ConsumerMember | None,
+                       owned: Partitions | None, now_ms: int,
+                       ) -> tuple[ConsumerMember, list[Record], list[TimerOp]]:
+        """Steps 3 to 5 of a heartbeat, shared with classic members' JoinGroup: write the
+        member as `updated` (replacing the static member `replaced`, if any), bump the group
+        epoch if its subscription changed, compute a new target if the group epoch is ahead
+        of it, and reconcile the member given the partitions it says it owns. Decides
+        everything first (raising Refused leaves the group untouched), then applies the
+        records. Returns the reconciled member, the records and the timers."""
+        member_id = updated.member_id
         removed = [m for m in (group.members.get(member_id), replaced) if m is not None]
         records: list[Record] = []
         if replaced is not None:
@@ -286,23 +331,18 @@ class ConsumerCoordinator:
                                    owned)
         except FencedMember as exc:
             raise _Refused(ErrorCode.fenced_member_epoch, str(exc)) from None
-        timers = [self._session_timer(group.group_id, member_id, now_ms)]
+        timers = [self._session_timer(group.group_id, member_id, now_ms, reconciled)]
         if replaced is not None:
             timers += self._cancel_timers(group.group_id, replaced)
         if reconciled is not updated:
             records.append(_assignment_record(group.group_id, reconciled))
-            timers += _revocation_timers(group.group_id, updated, reconciled, now_ms)
+            if not reconciled.uses_classic_protocol:
+                # Classic members have no revocation timer: they revoke by rejoining, and
+                # their join and sync timers (consumer_classic.py) bound how long that takes.
+                timers += _revocation_timers(group.group_id, updated, reconciled, now_ms)
 
         self._apply(records)
-        full = joining or (req.rebalance_timeout_ms != -1 and req.owned is not None and (
-            req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
-        assignment = None
-        if full or reconciled.assigned != member.assigned:
-            assignment = _wire(reconciled.assigned)
-        return Result(ConsumerHeartbeatResponse(
-            ErrorCode.none, member_id=member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms, assignment=assignment,
-        ), records=records, timers=timers)
+        return reconciled, records, timers
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str, epoch: int,
                         owned: Partitions | None) -> ConsumerMember:
@@ -426,21 +466,29 @@ class ConsumerCoordinator:
     def _fence(self, group: ConsumerGroup, member: ConsumerMember) -> Result:
         """Remove a member (left, session expired, never revoked) and bump the group epoch;
         its partitions are free at once."""
-        gid, mid = group.group_id, member.member_id
-        records = [
-            Record(ConsumerGroupCurrentMemberAssignmentKey(gid, mid), None),
-            Record(ConsumerGroupTargetAssignmentMemberKey(gid, mid), None),
-            Record(ConsumerGroupMemberMetadataKey(gid, mid), None),
-        ]
-        regex = member.subscribed_topic_regex
+        return self._fence_members(group, [member])
+
+    def _fence_members(self, group: ConsumerGroup, members: list[ConsumerMember]) -> Result:
+        """Remove members (tombstones for each) and bump the group epoch once."""
+        gid = group.group_id
+        records: list[Record] = []
+        timers: list[TimerOp] = []
+        for member in members:
+            mid = member.member_id
+            records += [
+                Record(ConsumerGroupCurrentMemberAssignmentKey(gid, mid), None),
+                Record(ConsumerGroupTargetAssignmentMemberKey(gid, mid), None),
+                Record(ConsumerGroupMemberMetadataKey(gid, mid), None),
+            ]
+            timers += self._cancel_timers(gid, member)
         regexes = dict(group.resolved_regexes)
-        if regex is not None and regex in regexes and group.regex_users_after(
-                regex, [member]) <= 0:
-            del regexes[regex]
-            records.append(Record(ConsumerGroupRegularExpressionKey(gid, regex), None))
-        topics = group.subscribed_topics_after([member], (), regexes)
+        for regex in sorted({m.subscribed_topic_regex for m in members} - {None}):
+            assert regex is not None
+            if regex in regexes and group.regex_users_after(regex, members) <= 0:
+                del regexes[regex]
+                records.append(Record(ConsumerGroupRegularExpressionKey(gid, regex), None))
+        topics = group.subscribed_topics_after(members, (), regexes)
         records.append(_epoch_record(gid, group.group_epoch + 1, self.image.metadata_hash(topics)))
-        timers = self._cancel_timers(gid, member)
         self._apply(records)
         return Result(records=records, timers=timers)
 
@@ -448,10 +496,19 @@ class ConsumerCoordinator:
         ops = [TimerOp((SESSION, group_id, member.member_id), None)]
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             ops.append(TimerOp(_revocation_key(group_id, member), None))
+        if member.uses_classic_protocol:
+            ops += [TimerOp((CLASSIC_JOIN, group_id, member.member_id), None),
+                    TimerOp((CLASSIC_SYNC, group_id, member.member_id), None)]
         return ops
 
-    def _session_timer(self, group_id: str, member_id: str, now_ms: int) -> TimerOp:
-        return TimerOp((SESSION, group_id, member_id), now_ms + self.config.session_timeout_ms)
+    def _session_timer(self, group_id: str, member_id: str, now_ms: int,
+                       member: ConsumerMember | None = None) -> TimerOp:
+        """The session deadline: group.consumer.session.timeout.ms, or for a classic member
+        the session timeout of its last JoinGroup."""
+        timeout = self.config.session_timeout_ms
+        if member is not None and member.classic is not None:
+            timeout = member.classic.session_timeout_ms
+        return TimerOp((SESSION, group_id, member_id), now_ms + timeout)
 
     # == timers ==============================================================================
     def on_timer(self, key: tuple, now_ms: int) -> Result:

@@ -22,9 +22,9 @@ The group state is derived, never stored: EMPTY without members; ASSIGNING while
 epoch is ahead of the target epoch; RECONCILING while some member is not STABLE at the target
 epoch; otherwise STABLE. (DEAD is a group that no longer exists.)
 
-Seam for mixed groups (a later step): a member with `classic` metadata is a classic-protocol
-member; it is counted by `num_classic_members`, takes part in target assignment like any
-other member, and its JoinGroup/SyncGroup handlers will drive the same reconciliation.
+Mixed groups: a member with `classic` metadata is a classic-protocol member; it is counted by
+`num_classic_members`, takes part in target assignment like any other member, and its
+JoinGroup/SyncGroup handlers (`consumer_classic.py`) drive the same reconciliation.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ decide which records to write. Its fields fall in two halves that map onto two r
 
 - what the member asked for (`ConsumerGroupMemberMetadataValue`, record type 5): instance
   id, rack, client id and host, subscribed topic names and regex, rebalance timeout, server
-  assignor, and, for a classic-protocol member of a mixed group (a later step), its JoinGroup
-  protocols;
+  assignor, and, for a classic-protocol member of a mixed group, its session timeout and
+  JoinGroup protocols;
 - where its assignment stands (`ConsumerGroupCurrentMemberAssignmentValue`, type 8): its
   epoch, the epoch before that (to accept a heartbeat whose answer was lost), its state, the
   partitions it may use and the partitions it must give back.
@@ -69,7 +69,7 @@ class ConsumerMember:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
-    # Seam for mixed groups: set when the member speaks the classic protocol.
+    # Mixed groups: set when the member speaks the classic protocol.
     classic: ClassicMemberMetadata | None = None
     # -- where its assignment stands (record type 8) --
     member_epoch: int = 0

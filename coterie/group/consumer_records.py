@@ -63,8 +63,9 @@ class ConsumerGroupMemberMetadataKey:
 
 @dataclass(frozen=True, slots=True)
 class ClassicMemberMetadata:
-    """Set for a classic-protocol member living in a consumer group (mixed groups, a later
-    step); None for members speaking ConsumerGroupHeartbeat."""
+    """Set for a classic-protocol member living in a consumer group (mixed groups,
+    `consumer_classic.py`); None for members speaking ConsumerGroupHeartbeat. The protocols
+    are the member's JoinGroup protocols in its order of preference."""
 
     session_timeout_ms: int
     supported_protocols: tuple[tuple[str, bytes], ...]

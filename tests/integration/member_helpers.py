@@ -27,6 +27,7 @@ from kio.schema.sync_group.v3.request import SyncGroupRequest
 
 from coterie.client.member import GroupMember
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
+from tests.fixtures.reference_broker import REFERENCE_GROUP_SETTINGS
 from tests.kafka_raw import RawConnection
 
 T = TypeVar("T")
@@ -49,10 +50,11 @@ class Target:
 
 @pytest.fixture(params=["coterie", pytest.param("reference_kafka", marks=pytest.mark.reference)])
 def group_broker(request: pytest.FixtureRequest) -> Target:
-    """A coterie broker (no initial rebalance delay) or the reference Kafka broker."""
+    """A coterie broker or the reference Kafka broker, both with the same group settings
+    (no initial rebalance delay; KIP-848 groups with a 6 s session and 500 ms heartbeats)."""
     if request.param == "coterie":
         factory = request.getfixturevalue("coterie_factory")
-        handle = factory(config={"group.initial.rebalance.delay.ms": "0"})
+        handle = factory(config=dict(REFERENCE_GROUP_SETTINGS))
     else:
         handle = request.getfixturevalue("reference_kafka")
     return Target(request.param, handle.host, handle.port, handle)

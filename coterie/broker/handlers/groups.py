@@ -4,6 +4,12 @@ DescribeGroups, ListGroups, DeleteGroups.
 Each handler translates the wire version into the core's version-free message, runs the core,
 lets the runtime persist and schedule, and translates the answer back. This one broker is
 the coordinator of every group.
+
+Classic and KIP-848 consumer groups share one namespace: JoinGroup goes through
+`GroupNamespace.join_group` (an empty consumer group gives way, one with members refuses
+until mixed groups exist); ListGroups lists both kinds with their type; DescribeGroups
+describes classic groups only and, as Kafka 4.x, answers a consumer group as Dead (v0-v5) or
+GROUP_ID_NOT_FOUND "not a classic group" (v6); DeleteGroups deletes either kind.
 """
 
 from __future__ import annotations
@@ -26,11 +32,13 @@ from coterie.group.classic_messages import (
 LOADING = ErrorCode.coordinator_load_in_progress
 
 
-def _ms(value: Any) -> int:
-    return int(value.total_seconds() * 1000)
+def millis(value: Any) -> int:
+    """A kio timedelta field as whole milliseconds (-1 stays -1)."""
+    return round(value.total_seconds() * 1000)
 
 
-def _host(ctx: RequestContext) -> str:
+def client_host(ctx: RequestContext) -> str:
+    """The client address as Kafka reports it in group descriptions ("/127.0.0.1")."""
     return "/" + ctx.peer.rsplit(":", 1)[0]
 
 
@@ -66,8 +74,8 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.broker.groups
     if not runtime.loaded:
         return _join_answer(ctx, JoinGroupResponse(LOADING, member_id=request.member_id))
-    session = _ms(request.session_timeout)
-    rebalance = _ms(request.rebalance_timeout) if ctx.api_version >= 1 else session
+    session = millis(request.session_timeout)
+    rebalance = millis(request.rebalance_timeout) if ctx.api_version >= 1 else session
     token, fut = runtime.park()
     core = JoinGroupRequest(
         group_id=request.group_id, member_id=request.member_id,
@@ -78,10 +86,10 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
         rebalance_timeout_ms=rebalance if rebalance > 0 else session,
         group_instance_id=getattr(request, "group_instance_id", None),
         require_known_member_id=ctx.api_version >= 4,
-        client_id=ctx.client_id or "", client_host=_host(ctx),
+        client_id=ctx.client_id or "", client_host=client_host(ctx),
         reason=getattr(request, "reason", None), token=token,
     )
-    result = runtime.classic.join_group(core, ctx.broker.now_ms())
+    result = runtime.coordinator.join_group(core, ctx.broker.now_ms())
     return _join_answer(ctx, await runtime.complete(request.group_id, result, token, fut))
 
 
@@ -103,7 +111,7 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None), token=token,
     )
-    result = runtime.classic.sync_group(core, ctx.broker.now_ms())
+    result = runtime.coordinator.sync_group(core, ctx.broker.now_ms())
     return _sync_answer(ctx, await runtime.complete(request.group_id, result, token, fut))
 
 
@@ -111,7 +119,7 @@ def heartbeat(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.broker.groups
     if not runtime.loaded:
         return ctx.respond({"error_code": LOADING})
-    result = runtime.classic.heartbeat(HeartbeatRequest(
+    result = runtime.coordinator.heartbeat(HeartbeatRequest(
         request.group_id, request.generation_id, request.member_id,
         getattr(request, "group_instance_id", None)), ctx.broker.now_ms())
     return ctx.respond({"error_code": runtime.run(request.group_id, result)})
@@ -126,8 +134,8 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
         members = (LeavingMember(request.member_id),)
     if not runtime.loaded:
         return ctx.respond({"error_code": LOADING})
-    result = runtime.classic.leave_group(LeaveGroupRequest(request.group_id, members),
-                                         ctx.broker.now_ms())
+    result = runtime.coordinator.leave_group(LeaveGroupRequest(request.group_id, members),
+                                             ctx.broker.now_ms())
     answer = runtime.run(request.group_id, result)
     if ctx.api_version < 3:
         return ctx.respond({"error_code": answer.members[0][1] if answer.members else
@@ -139,6 +147,7 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
 
 def describe_groups(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.broker.groups
+    v6 = ctx.api_version >= 6
     groups = []
     for group_id in request.groups:
         if not runtime.loaded:
@@ -147,10 +156,22 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
         if not group_id:
             groups.append({"error_code": ErrorCode.invalid_group_id, "group_id": group_id})
             continue
+        if group_id in runtime.consumer.groups:
+            # Kafka 4.x describes only classic groups here (ConsumerGroupDescribe does the
+            # rest); before v6 a consumer group simply looks Dead.
+            groups.append({"error_code": ErrorCode.group_id_not_found if v6 else ErrorCode.none,
+                           "error_message": f"Group {group_id} is not a classic group."
+                           if v6 else None, "group_id": group_id, "group_state": "Dead"})
+            continue
         d = runtime.classic.describe(group_id)
         state = d.state
         if state == "Dead" and runtime.offsets.has_offsets(group_id):
             state = "Empty"  # a group that only has committed offsets
+        if state == "Dead" and v6:
+            groups.append({"error_code": ErrorCode.group_id_not_found,
+                           "error_message": f"Group {group_id} not found.",
+                           "group_id": group_id, "group_state": "Dead"})
+            continue
         groups.append({
             "error_code": d.error, "group_id": group_id, "group_state": state,
             "protocol_type": d.protocol_type, "protocol_data": d.protocol,
@@ -166,14 +187,18 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.broker.groups
     if not runtime.loaded:
         return ctx.respond({"error_code": LOADING, "groups": []})
-    listed = {g.group_id: g for g in runtime.classic.list_groups()}
     entries = [{"group_id": g.group_id, "protocol_type": g.protocol_type,
-                "group_state": g.state, "group_type": g.group_type} for g in listed.values()]
-    for group_id in runtime.offsets.groups() - listed.keys():
+                "group_state": g.state, "group_type": g.group_type}
+               for g in runtime.classic.list_groups()]
+    entries += [{"group_id": g.group_id, "protocol_type": g.protocol_type,
+                 "group_state": g.group_state, "group_type": g.group_type}
+                for g in runtime.consumer.list_groups()]
+    listed = {e["group_id"] for e in entries}
+    for group_id in runtime.offsets.groups() - listed:
         entries.append({"group_id": group_id, "protocol_type": "", "group_state": "Empty",
                         "group_type": "classic"})
-    states = {s.lower() for s in getattr(request, "states_filter", ()) or ()}
-    types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
+    states = {s.strip().lower() for s in getattr(request, "states_filter", ()) or ()}
+    types = {t.strip().lower() for t in getattr(request, "types_filter", ()) or ()}
     entries = [e for e in entries
                if (not states or e["group_state"].lower() in states)
                and (not types or e["group_type"] in types)]
@@ -188,7 +213,7 @@ def delete_groups(ctx: RequestContext, request: Any) -> Any:
         if not runtime.loaded:
             results.append({"group_id": group_id, "error_code": LOADING})
             continue
-        code, records = runtime.classic.delete_group(group_id, now)
+        code, records = runtime.coordinator.delete_group(group_id, now)
         if code == ErrorCode.group_id_not_found and runtime.offsets.has_offsets(group_id):
             code = ErrorCode.none
         if code == ErrorCode.none:

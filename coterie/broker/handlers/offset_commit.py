@@ -1,9 +1,12 @@
-"""OffsetCommit v2-v9, OffsetFetch v1-v9 and OffsetDelete for classic groups.
+"""OffsetCommit v2-v9, OffsetFetch v1-v9 and OffsetDelete for classic and consumer groups.
 
-Commits from group members are fenced by generation and member id (ILLEGAL_GENERATION,
-UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID); a commit with generation -1 and
-no member id is a standalone commit (the "simple consumer" case) and is accepted for groups
-without members. Records reach __consumer_offsets before the answer is sent.
+Commits from classic group members are fenced by generation and member id
+(ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID); a commit
+with generation -1 and no member id is a standalone commit (the "simple consumer" case) and is
+accepted for groups without members. Commits to a KIP-848 consumer group name a member and
+its current member epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; v9 at least), and so does an
+OffsetFetch v9 that carries a member id. `GroupNamespace` holds the rules. Records reach
+__consumer_offsets before the answer is sent.
 """
 
 from __future__ import annotations
@@ -32,11 +35,11 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond({"topics": _all_partitions(request, LOADING)})
     if not group_id:
         return ctx.respond({"topics": _all_partitions(request, ErrorCode.invalid_group_id)})
-    fence = runtime.classic.validate_commit(
+    fence = runtime.coordinator.validate_commit(
         group_id, request.member_id, request.generation_id_or_member_epoch,
-        getattr(request, "group_instance_id", None))
+        getattr(request, "group_instance_id", None), ctx.api_version)
     if fence is not None:
-        return ctx.respond({"topics": _all_partitions(request, fence)})
+        return ctx.respond({"topics": _all_partitions(request, fence.code)})
     now = broker.now_ms()
     retention = getattr(request, "retention_time", None)
     retention_ms = int(retention.total_seconds() * 1000) if retention is not None else -1
@@ -99,8 +102,14 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
+            fence = None
+            if runtime.loaded:
+                fence = runtime.coordinator.validate_fetch(
+                    g.group_id, getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
             if not runtime.loaded:
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": LOADING})
+            elif fence is not None:
+                groups.append({"group_id": g.group_id, "topics": [], "error_code": fence.code})
             else:
                 groups.append({"group_id": g.group_id, "error_code": ErrorCode.none,
                                "topics": _fetch_group(runtime, g.group_id, g.topics)})
@@ -120,8 +129,8 @@ def offset_delete(ctx: RequestContext, request: Any) -> Any:
     group_id = request.group_id
     if not runtime.loaded:
         return ctx.respond({"error_code": LOADING, "topics": []})
-    group = runtime.classic.groups.get(group_id)
-    if group is None and not runtime.offsets.has_offsets(group_id):
+    known = runtime.coordinator.group_type(group_id) is not None
+    if not known and not runtime.offsets.has_offsets(group_id):
         return ctx.respond({"error_code": ErrorCode.group_id_not_found, "topics": []})
     subscribed = runtime.subscribed_topics(group_id)
     wanted = []

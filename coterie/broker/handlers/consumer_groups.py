@@ -1,0 +1,119 @@
+"""KIP-848 consumer group APIs: ConsumerGroupHeartbeat v0-v1 and ConsumerGroupDescribe v0-v1.
+
+Each handler maps the wire version onto the core's version-free dataclasses
+(`coterie.group.consumer_messages`), runs it through the runtime's `GroupNamespace` (a classic
+group of the same id is never overwritten by mistake), lets the runtime persist the records
+before anything is answered, and maps the answer back. Partitions travel by topic id: the
+broker's own stable ids (`TopicInfo.topic_id`), which the consumer core also learns through
+`GroupRuntime.topics_changed`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coterie.broker.context import RequestContext
+from coterie.broker.handlers.groups import client_host, millis
+from coterie.group.consumer_messages import (
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    DescribedTopicPartitions,
+    TopicPartitions,
+)
+
+LOADING = ErrorCode.coordinator_load_in_progress
+ZERO_UUID = uuid.UUID(int=0)
+
+
+# -- ConsumerGroupHeartbeat ---------------------------------------------------------------------
+
+def _owned(entries: Any) -> tuple[TopicPartitions, ...] | None:
+    if entries is None:
+        return None
+    return tuple(TopicPartitions(e.topic_id or ZERO_UUID, tuple(int(p) for p in e.partitions))
+                 for e in entries)
+
+
+def _heartbeat_answer(ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
+    assignment = None
+    if r.assignment is not None:
+        assignment = {"topic_partitions": [
+            {"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
+            for tp in r.assignment]}
+    return ctx.respond({
+        "error_code": r.error, "error_message": r.error_message, "member_id": r.member_id,
+        "member_epoch": r.member_epoch, "heartbeat_interval": r.heartbeat_interval_ms,
+        "assignment": assignment,
+    })
+
+
+def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    if not runtime.loaded:
+        return _heartbeat_answer(ctx, ConsumerHeartbeatResponse(LOADING))
+    names = request.subscribed_topic_names
+    req = ConsumerHeartbeatRequest(
+        group_id=request.group_id, member_id=request.member_id,
+        member_epoch=request.member_epoch, instance_id=request.instance_id,
+        rack_id=request.rack_id, rebalance_timeout_ms=millis(request.rebalance_timeout),
+        subscribed_topic_names=None if names is None else tuple(names),
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+        server_assignor=request.server_assignor,
+        owned=_owned(request.topic_partitions), version=ctx.api_version,
+        client_id=ctx.client_id or "", client_host=client_host(ctx),
+    )
+    result = runtime.coordinator.consumer_heartbeat(req, ctx.broker.now_ms())
+    return _heartbeat_answer(ctx, runtime.run(request.group_id, result))
+
+
+# -- ConsumerGroupDescribe ----------------------------------------------------------------------
+
+def _topics(entries: tuple[DescribedTopicPartitions, ...]) -> dict[str, Any]:
+    return {"topic_partitions": [
+        {"topic_id": t.topic_id, "topic_name": t.topic_name, "partitions": list(t.partitions)}
+        for t in entries]}
+
+
+def _member(m: DescribedConsumerMember) -> dict[str, Any]:
+    return {
+        "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+        "member_epoch": m.member_epoch, "client_id": m.client_id,
+        "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
+        "subscribed_topic_regex": m.subscribed_topic_regex,
+        "assignment": _topics(m.assignment), "target_assignment": _topics(m.target_assignment),
+        "member_type": m.member_type,
+    }
+
+
+def _group(d: DescribedConsumerGroup) -> dict[str, Any]:
+    return {
+        "error_code": d.error, "error_message": d.error_message, "group_id": d.group_id,
+        "group_state": d.group_state, "group_epoch": d.group_epoch,
+        "assignment_epoch": d.assignment_epoch, "assignor_name": d.assignor_name,
+        "members": [_member(m) for m in d.members],
+    }
+
+
+def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    groups = []
+    for group_id in request.group_ids:
+        if not runtime.loaded:
+            groups.append(_group(DescribedConsumerGroup(LOADING, group_id)))
+        elif not group_id:
+            groups.append(_group(DescribedConsumerGroup(ErrorCode.invalid_group_id, group_id)))
+        elif group_id not in runtime.consumer.groups and (
+                group_id in runtime.classic.groups or runtime.offsets.has_offsets(group_id)):
+            # A classic group, or one that only has committed offsets (Kafka keeps such a
+            # group as an empty classic one).
+            groups.append(_group(DescribedConsumerGroup(
+                ErrorCode.group_id_not_found, group_id,
+                f"Group {group_id} is not a consumer group.")))
+        else:
+            groups.append(_group(runtime.consumer.describe([group_id])[0]))
+    return ctx.respond({"groups": groups})

@@ -1,0 +1,356 @@
+"""One coordinator shard's groups, classic and consumer (KIP-848), mixed groups included.
+
+Why a facade. A group id names one group, of one type at a time, but the two protocols'
+requests can reach either type: a classic consumer sends JoinGroup to a consumer group in
+the middle of an online upgrade, a new consumer sends ConsumerGroupHeartbeat to a classic
+group and so starts one. This class owns the `ClassicCoordinator` and the
+`ConsumerCoordinator` of a shard, routes every group request to the group that holds the id,
+and converts a group from one type to the other when Apache Kafka 4.x would (seed 3; the
+record order is in `group_conversion.py`, the classic members' handlers in
+`consumer_classic.py`). It is pure like the cores: requests and `now_ms` in, `Result` out.
+
+Routing:
+- JoinGroup: checked like any JoinGroup first (group id, session timeout bounds, metadata
+  size). A consumer group with members takes the member in as a classic member; an *empty*
+  consumer group is deleted (tombstones first) and a classic group is created, as in Kafka.
+  Otherwise the classic core.
+- SyncGroup, Heartbeat, LeaveGroup: the consumer group's classic-member handlers if the id is
+  a consumer group, else the classic core.
+- ConsumerGroupHeartbeat: checked on its face first (`ConsumerCoordinator.check`). For an id
+  held by a classic group, anything but a join (epoch 0) is GROUP_ID_NOT_FOUND "Group <id> is
+  not a consumer group."; a join into an *empty* classic group deletes it and creates a
+  consumer group (whatever the migration policy); a join into a classic group with members
+  is the online upgrade: refused with GROUP_ID_NOT_FOUND (Kafka's messages) when the policy
+  forbids upgrades, the group's protocol type is not "consumer", it has more members than
+  group.consumer.max.size, or its embedded protocol cannot be converted; otherwise the group
+  is converted (`upgrade_records`) and the join proceeds in the consumer group. If the join
+  itself is refused, nothing is kept: the classic group is put back as it was.
+  Parked JoinGroup / SyncGroup requests of the converted group are answered
+  REBALANCE_IN_PROGRESS, so those members rejoin, into the consumer group.
+- Downgrade: after any step that removed a member from a consumer group (a leave of either
+  protocol, a session, revocation, join or sync timeout, a classic static member replacing
+  the last consumer-protocol one), if members remain and every one of them speaks the
+  classic protocol, the policy allows downgrades and they fit in group.max.size, the group
+  becomes a classic group (`downgrade_records`); unless it was STABLE (everyone at the
+  target), a rebalance starts at once.
+- OffsetCommit / OffsetFetch validation, by group type (Kafka 4.2's rules).
+
+Timers are routed by the first element of their key: "session", "join", "sync", "pending"
+are the classic core's; "consumer-session", "consumer-revocation" the consumer core's;
+"consumer-join", "consumer-sync" the classic members of consumer groups'.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from coterie.group.classic_coordinator import ClassicCoordinator
+from coterie.group.classic_group import ClassicState
+from coterie.group.classic_messages import (
+    UNKNOWN_MEMBER_ID,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    SyncGroupRequest,
+)
+from coterie.group.consumer_classic import ClassicMembers
+from coterie.group.consumer_coordinator import (
+    CLASSIC_JOIN,
+    CLASSIC_SYNC,
+    REVOCATION,
+    SESSION,
+    ConsumerCoordinator,
+)
+from coterie.group.consumer_group import ConsumerGroupState
+from coterie.group.consumer_member import JOIN_EPOCH
+from coterie.group.consumer_messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from coterie.group.consumer_protocol import PROTOCOL_TYPE, subscribed_topics
+from coterie.group.consumer_records import (
+    CONSUMER_RECORD_KEY_TYPES,
+    ConsumerGroupMemberMetadataKey,
+)
+from coterie.group.group_conversion import (
+    ConversionRefused,
+    downgrade_records,
+    upgrade_records,
+)
+from coterie.group.records import GroupMetadataKey, Record
+from coterie.group.results import Result, TimerOp
+from coterie.group.topic_image import TopicInfo
+
+UPGRADE_POLICIES = frozenset({"bidirectional", "upgrade"})
+DOWNGRADE_POLICIES = frozenset({"bidirectional", "downgrade"})
+CONSUMER_TIMERS = frozenset({SESSION, REVOCATION})
+CLASSIC_MEMBER_TIMERS = frozenset({CLASSIC_JOIN, CLASSIC_SYNC})
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An offsets request refused for the whole group: the code and Kafka's message."""
+
+    code: ErrorCode
+    message: str
+
+
+class GroupCoordinator:
+    """Classic and consumer groups of one coordinator shard (module docstring)."""
+
+    def __init__(self, classic: ClassicCoordinator, consumer: ConsumerCoordinator) -> None:
+        self.classic = classic
+        self.consumer = consumer
+        self.classic_members = ClassicMembers(consumer)
+
+    @property
+    def migration_policy(self) -> str:
+        return self.consumer.config.migration_policy
+
+    def group_type(self, group_id: str) -> str | None:
+        """"consumer", "classic", or None for an id no group holds."""
+        if group_id in self.consumer.groups:
+            return "consumer"
+        if group_id in self.classic.groups:
+            return "classic"
+        return None
+
+    # == loading ==============================================================================
+    def replay(self, record: Record) -> None:
+        """Apply one group record (classic or consumer) to the core that owns it; offset
+        commits are not groups' and are ignored here."""
+        if isinstance(record.key, GroupMetadataKey):
+            self.classic.replay(record)
+        elif isinstance(record.key, CONSUMER_RECORD_KEY_TYPES):
+            self.consumer.replay(record)
+
+    def timers_after_load(self, now_ms: int) -> list[TimerOp]:
+        return self.classic.timers_after_load(now_ms) + self.consumer.timers_after_load(now_ms)
+
+    # == JoinGroup / SyncGroup / Heartbeat / LeaveGroup =======================================
+    def join_group(self, req: JoinGroupRequest, now_ms: int) -> Result:
+        error = self.classic.validate_join(req)
+        if error is not None:
+            return Result(JoinGroupResponse(error, member_id=req.member_id))
+        gid = req.group_id
+        group = self.consumer.groups.get(gid)
+        if group is None:
+            return self.classic.join_group(req, now_ms)
+        if group.members:
+            result = self.classic_members.join(req, now_ms)
+            return self._maybe_downgrade(gid, result, now_ms)
+        # An empty consumer group gives way to the classic group this join creates.
+        if req.member_id != UNKNOWN_MEMBER_ID:
+            return Result(JoinGroupResponse(ErrorCode.unknown_member_id,
+                                            member_id=req.member_id))
+        if not req.protocol_type or not req.protocols:
+            return Result(JoinGroupResponse(ErrorCode.inconsistent_group_protocol,
+                                            member_id=req.member_id))
+        _, tombstones = self.consumer.delete_group(gid)
+        result = self.classic.join_group(req, now_ms)
+        result.records[:0] = tombstones
+        result.timers[:0] = self.classic_members.forget_group(gid)
+        return result
+
+    def sync_group(self, req: SyncGroupRequest, now_ms: int) -> Result:
+        if req.group_id in self.consumer.groups:
+            return self.classic_members.sync(req, now_ms)
+        return self.classic.sync_group(req, now_ms)
+
+    def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Result:
+        if req.group_id in self.consumer.groups:
+            return self.classic_members.heartbeat(req, now_ms)
+        return self.classic.heartbeat(req, now_ms)
+
+    def leave_group(self, req: LeaveGroupRequest, now_ms: int) -> Result:
+        if req.group_id in self.consumer.groups:
+            result = self.classic_members.leave(req, now_ms)
+            return self._maybe_downgrade(req.group_id, result, now_ms)
+        return self.classic.leave_group(req, now_ms)
+
+    # == ConsumerGroupHeartbeat ===============================================================
+    def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
+        invalid = self.consumer.check(req)
+        if invalid is not None:
+            return Result(invalid)
+        gid = req.group_id
+        classic_group = self.classic.groups.get(gid)
+        if classic_group is None:
+            result = self.consumer.heartbeat(req, now_ms)
+            return self._maybe_downgrade(gid, result, now_ms)
+        if req.member_epoch != JOIN_EPOCH:
+            return _not_found(f"Group {gid} is not a consumer group.")
+        if classic_group.is_(ClassicState.EMPTY):
+            conversion = [Record(GroupMetadataKey(gid), None)]
+        else:
+            refusal = self._upgrade_refusal(gid)
+            if refusal is not None:
+                return _not_found(refusal)
+            try:
+                conversion = upgrade_records(classic_group, self.consumer.image)
+            except ConversionRefused as exc:
+                return _not_found(str(exc))
+        for record in conversion:
+            self.replay(record)
+        result = self.consumer.heartbeat(req, now_ms)
+        response = result.response
+        if response is None or response.error != ErrorCode.none:
+            # The join is refused: nothing changes, the classic group stays as it was.
+            self.consumer.groups.pop(gid, None)
+            self.classic.groups[gid] = classic_group
+            return result
+        handed = self.classic.hand_over(classic_group)
+        converted = self.consumer.groups[gid]
+        sessions = [self.consumer._session_timer(gid, mid, now_ms, converted.members[mid])
+                    for mid in classic_group.members if mid in converted.members]
+        # Ours go first: the join's own timers (a replaced member's cancels) come after.
+        result.records[:0] = conversion
+        result.timers[:0] = handed.timers + sessions
+        result.completed[:0] = handed.completed
+        return result
+
+    def _upgrade_refusal(self, group_id: str) -> str | None:
+        """Why the classic group with members under `group_id` cannot be upgraded (Kafka
+        4.2's words), or None."""
+        group = self.classic.groups[group_id]
+        prefix = f"Cannot upgrade classic group {group_id} to consumer group because"
+        if self.migration_policy not in UPGRADE_POLICIES:
+            return f"{prefix} online upgrade is disabled."
+        if group.protocol_type != PROTOCOL_TYPE:
+            return f"{prefix} the group does not use the consumer embedded protocol."
+        if len(group.members) > self.consumer.config.max_size:
+            return f"{prefix} the group size exceeds the consumer group maximum size."
+        return None
+
+    # == downgrade ============================================================================
+    def _maybe_downgrade(self, group_id: str, result: Result, now_ms: int) -> Result:
+        """After `result` removed members of consumer group `group_id`: convert it to a
+        classic group if only classic members remain (module docstring)."""
+        if not any(isinstance(r.key, ConsumerGroupMemberMetadataKey) and r.value is None
+                   and r.key.group_id == group_id for r in result.records):
+            return result  # nobody left or was replaced in this step
+        self.classic_members.prune(group_id)
+        group = self.consumer.groups.get(group_id)
+        if group is None or not group.members:
+            return result
+        if group.num_classic_members() != len(group.members):
+            return result
+        if self.migration_policy not in DOWNGRADE_POLICIES:
+            return result
+        if len(group.members) > self.classic.config.max_size:
+            return result
+        try:
+            records = downgrade_records(group, self.consumer.image, now_ms)
+        except ConversionRefused:
+            return result
+        stable = group.state() is ConsumerGroupState.STABLE
+        timers: list[TimerOp] = []
+        for member in group.members.values():
+            timers += self.consumer._cancel_timers(group_id, member)
+        timers += self.classic_members.forget_group(group_id)
+        for record in records:
+            self.replay(record)
+        adopted = self.classic.adopt(group_id, now_ms, rebalance=not stable,
+                                     why=f"downgrade of {group_id} from consumer to classic")
+        result.records += records
+        result.timers += timers + adopted.timers
+        result.completed += adopted.completed
+        return result
+
+    # == timers and topics ====================================================================
+    def on_timer(self, key: tuple, now_ms: int) -> Result:
+        kind, group_id = key[0], key[1]
+        if kind in CONSUMER_TIMERS:
+            return self._maybe_downgrade(group_id, self.consumer.on_timer(key, now_ms), now_ms)
+        if kind in CLASSIC_MEMBER_TIMERS:
+            result = self.classic_members.on_timer(key, now_ms)
+            return self._maybe_downgrade(group_id, result, now_ms)
+        return self.classic.on_timer(key, now_ms)
+
+    def on_metadata_change(self, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo],
+                           now_ms: int, version: int | None = None) -> Result:
+        return self.consumer.on_metadata_change(topics, now_ms, version)
+
+    # == admin ================================================================================
+    def delete_group(self, group_id: str, now_ms: int) -> tuple[ErrorCode, list[Record]]:
+        if group_id in self.consumer.groups:
+            return self.consumer.delete_group(group_id)
+        return self.classic.delete_group(group_id, now_ms)
+
+    def empty_since(self) -> dict[str, int | None]:
+        """For offset expiry: classic groups as the classic core says; consumer groups with
+        members keep their offsets (None); empty consumer groups are left out, so their
+        offsets expire by commit time, as Kafka's consumer groups do."""
+        out = self.classic.empty_since()
+        for gid, group in self.consumer.groups.items():
+            if group.members:
+                out[gid] = None
+        return out
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """Topics a group with members subscribes to (OffsetDelete refuses those)."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return consumer_group.subscribed_topics() if consumer_group.members else set()
+        group = self.classic.groups.get(group_id)
+        if group is None or not group.members or group.protocol_type != PROTOCOL_TYPE:
+            return set()
+        topics: set[str] = set()
+        for m in group.members.values():
+            topics |= subscribed_topics(m.metadata_for(group.protocol))
+        return topics
+
+    # == offsets ==============================================================================
+    def validate_commit(self, group_id: str, member_id: str, epoch: int,
+                        instance_id: str | None, version: int = 9) -> Refusal | None:
+        """OffsetCommit fencing for any group (Kafka 4.2); None means the commit may go
+        ahead. `epoch` is the request's generation id or member epoch."""
+        group = self.consumer.groups.get(group_id)
+        if group is not None:
+            if epoch < 0 and not group.members:
+                return None  # an admin tool or a consumer outside group management
+            member = group.members.get(member_id)
+            if member is None:
+                return Refusal(ErrorCode.unknown_member_id,
+                               f"Member {member_id} is not a member of group {group_id}.")
+            if not member.uses_classic_protocol and version < 9:
+                return Refusal(ErrorCode.unsupported_version,
+                               "OffsetCommit version 9 or above must be used by members using "
+                               "the modern group protocol")
+            return _epoch_refusal(epoch, member.member_epoch, member.uses_classic_protocol)
+        if group_id not in self.classic.groups and epoch >= 0 and version >= 9:
+            return Refusal(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        code = self.classic.validate_commit(group_id, member_id, epoch, instance_id)
+        return None if code is None else Refusal(code, code.name)
+
+    def validate_fetch(self, group_id: str, member_id: str | None,
+                       epoch: int) -> Refusal | None:
+        """OffsetFetch (v9+) of a consumer group by one of its members: the member must
+        exist and name its current epoch (its generation, for a classic member)."""
+        group = self.consumer.groups.get(group_id)
+        if group is None or (member_id is None and epoch < 0):
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return Refusal(ErrorCode.unknown_member_id,
+                           f"Member {member_id} is not a member of group {group_id}.")
+        return _epoch_refusal(epoch, member.member_epoch, member.uses_classic_protocol)
+
+
+def _not_found(message: str) -> Result:
+    return Result(ConsumerHeartbeatResponse(ErrorCode.group_id_not_found, message))
+
+
+def _epoch_refusal(received: int, expected: int, classic_member: bool) -> Refusal | None:
+    if received == expected:
+        return None
+    if classic_member:
+        return Refusal(ErrorCode.illegal_generation,
+                       f"The received generation id {received} does not match the expected "
+                       f"member epoch {expected}.")
+    return Refusal(ErrorCode.stale_member_epoch,
+                   f"The received member epoch {received} does not match the expected member "
+                   f"epoch {expected}.")
+

@@ -1,0 +1,280 @@
+"""Drives a GroupCoordinator (classic + consumer groups, mixed groups) with virtual time.
+
+Records are "persisted" into a list, timers live in a dict and fire in deadline order when
+time advances, and answers to classic requests (immediate or completed later) are stored by
+request token. Topics get stable ids derived from their names. Classic members send real
+consumer-protocol subscription bytes and get real assignment bytes back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coterie.assign.classic_leader import JoinedMember, lead
+from coterie.assign.registry import lookup
+from coterie.group import offsets_topic_codec as codec
+from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
+from coterie.group.classic_group import ClassicGroup
+from coterie.group.classic_messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeavingMember,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from coterie.group.consumer_config import ConsumerGroupConfig
+from coterie.group.consumer_coordinator import ConsumerCoordinator
+from coterie.group.consumer_group import ConsumerGroup
+from coterie.group.consumer_messages import (
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+    TopicPartitions,
+)
+from coterie.group.consumer_protocol import (
+    Subscription,
+    decode_assignment,
+    encode_subscription,
+)
+from coterie.group.group_coordinator import GroupCoordinator
+from coterie.group.records import Record
+from coterie.group.results import Result
+
+from .consumer_harness import mid
+
+_NS = uuid.UUID("0b7f5c1e-2a33-4f6e-8d0c-5e9a7b1c3d2f")
+
+
+def subscription(topics: Iterable[str] = ("foo",), owned: Iterable[str] = (),
+                 version: int = 1, generation: int = -1) -> bytes:
+    """Consumer-protocol subscription bytes; `owned` as partition names ("foo-1")."""
+    parts = frozenset((n.rpartition("-")[0], int(n.rpartition("-")[2])) for n in owned)
+    return encode_subscription(Subscription(tuple(topics), owned_partitions=parts,
+                                            generation_id=generation, version=version))
+
+
+class MixedHarness:
+    def __init__(self, topics: dict[str, int] | None = None,
+                 config: ConsumerGroupConfig | None = None,
+                 classic_config: ClassicConfig | None = None, now_ms: int = 0) -> None:
+        self.config = config or ConsumerGroupConfig()
+        self.classic_config = classic_config or ClassicConfig(initial_rebalance_delay_ms=0)
+        self.coordinator = self._build()
+        self.now = now_ms
+        self.records: list[Record] = []
+        self.timers: dict[tuple, int] = {}
+        self.answers: dict[Any, Any] = {}
+        self._tokens = itertools.count(1)
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self._incarnation = itertools.count(1)
+        if topics:
+            self.set_topics(topics)
+
+    def _build(self) -> GroupCoordinator:
+        classic_ids = itertools.count(1)
+        consumer_ids = itertools.count(1)
+        return GroupCoordinator(
+            ClassicCoordinator(self.classic_config,
+                               lambda client: f"{client or 'member'}-{next(classic_ids)}"),
+            ConsumerCoordinator(self.config, lambda: mid(f"gen{next(consumer_ids)}")))
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def apply(self, result: Result) -> Any:
+        self.records.extend(result.records)
+        for op in result.timers:
+            if op.deadline_ms is None:
+                self.timers.pop(op.key, None)
+            else:
+                self.timers[op.key] = op.deadline_ms
+        for token, answer in result.completed:
+            self.answers[token] = answer
+        return result.response
+
+    def advance(self, ms: int) -> list[tuple]:
+        target = self.now + ms
+        fired = []
+        while True:
+            due = [(d, k) for k, d in self.timers.items() if d <= target]
+            if not due:
+                break
+            deadline, key = min(due, key=lambda x: (x[0], repr(x[1])))
+            self.now = max(self.now, deadline)
+            del self.timers[key]
+            fired.append(key)
+            self.apply(self.coordinator.on_timer(key, self.now))
+        self.now = target
+        return fired
+
+    def load(self, records: list[Record]) -> None:
+        """Replay `records` as a coordinator loading its partition, then arm its timers."""
+        for record in records:
+            self.coordinator.replay(record)
+            self.records.append(record)
+        self.apply(Result(timers=self.coordinator.timers_after_load(self.now)))
+
+    def replayed(self) -> GroupCoordinator:
+        """A fresh coordinator that loaded every record written so far (through the bytes)."""
+        fresh = self._build()
+        fresh.consumer.on_metadata_change(
+            {n: (self.topic_ids[n], c.partitions) for n, c in
+             self.coordinator.consumer.image.by_name.items()}, self.now)
+        for record in self.records:
+            fresh.replay(codec.decode(*codec.encode(record)))
+        return fresh
+
+    def group(self, group_id: str = "g") -> ConsumerGroup:
+        return self.coordinator.consumer.groups[group_id]
+
+    def classic_group(self, group_id: str = "g") -> ClassicGroup:
+        return self.coordinator.classic.groups[group_id]
+
+    # -- topics -----------------------------------------------------------------------------
+    def set_topics(self, topics: dict[str, int]) -> None:
+        for name in topics:
+            if name not in self.topic_ids:
+                self.topic_ids[name] = uuid.uuid5(_NS, f"{name}/{next(self._incarnation)}")
+        self.apply(self.coordinator.on_metadata_change(
+            {n: (self.topic_ids[n], c) for n, c in topics.items()}, self.now))
+
+    def tps(self, *names: str) -> frozenset[tuple[uuid.UUID, int]]:
+        out = []
+        for n in names:
+            topic, _, p = n.rpartition("-")
+            out.append((self.topic_ids[topic], int(p)))
+        return frozenset(out)
+
+    def names(self, partitions: Iterable[tuple[uuid.UUID, int]]) -> set[str]:
+        by_id = {v: k for k, v in self.topic_ids.items()}
+        return {f"{by_id.get(t, t)}-{p}" for t, p in partitions}
+
+    def wire(self, names: Iterable[str]) -> tuple[TopicPartitions, ...]:
+        by_topic: dict[uuid.UUID, list[int]] = {}
+        for t, p in self.tps(*names):
+            by_topic.setdefault(t, []).append(p)
+        return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in by_topic.items())
+
+    # -- consumer-protocol requests ---------------------------------------------------------
+    def request(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse:
+        return self.apply(self.coordinator.consumer_heartbeat(req, self.now))
+
+    def join(self, member_id: str, topics: Iterable[str] = ("foo",), group_id: str = "g",
+             instance_id: str | None = None) -> ConsumerHeartbeatResponse:
+        return self.request(ConsumerHeartbeatRequest(
+            group_id=group_id, member_id=member_id, member_epoch=0, instance_id=instance_id,
+            rebalance_timeout_ms=30_000, subscribed_topic_names=tuple(topics), owned=(),
+            client_id="client", client_host="/127.0.0.1"))
+
+    def heartbeat(self, member_id: str, epoch: int, owned: Iterable[str] | None = None,
+                  group_id: str = "g") -> ConsumerHeartbeatResponse:
+        return self.request(ConsumerHeartbeatRequest(
+            group_id=group_id, member_id=member_id, member_epoch=epoch,
+            owned=None if owned is None else self.wire(owned)))
+
+    def leave(self, member_id: str, group_id: str = "g",
+              instance_id: str | None = None) -> ConsumerHeartbeatResponse:
+        return self.request(ConsumerHeartbeatRequest(
+            group_id=group_id, member_id=member_id, member_epoch=-1, instance_id=instance_id))
+
+    def assigned(self, response: ConsumerHeartbeatResponse) -> set[str] | None:
+        if response.assignment is None:
+            return None
+        return self.names((t.topic_id, p) for t in response.assignment for p in t.partitions)
+
+    # -- classic requests -------------------------------------------------------------------
+    def cjoin(self, member_id: str = "", topics: Iterable[str] = ("foo",),
+              owned: Iterable[str] = (), protocol: str = "range", group_id: str = "g",
+              instance_id: str | None = None, session_ms: int = 10_000,
+              rebalance_ms: int = 30_000, protocol_type: str = "consumer",
+              version: int = 1, metadata: bytes | None = None,
+              protocols: tuple | None = None, require_known: bool = True) -> Any:
+        """A JoinGroup; returns its token (the answer, if any, is self.answers[token])."""
+        token = next(self._tokens)
+        if protocols is None:
+            meta = subscription(topics, owned, version) if metadata is None else metadata
+            protocols = ((protocol, meta),)
+        resp = self.apply(self.coordinator.join_group(JoinGroupRequest(
+            group_id=group_id, member_id=member_id, protocol_type=protocol_type,
+            protocols=tuple(protocols), session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms, group_instance_id=instance_id,
+            require_known_member_id=require_known, client_id="classic",
+            client_host="/127.0.0.2", token=token), self.now))
+        if resp is not None:
+            self.answers[token] = resp
+        return token
+
+    def cjoin_new(self, **kw: Any) -> tuple[str, Any]:
+        """MEMBER_ID_REQUIRED, then join again with the given id: (member id, token)."""
+        token = self.cjoin(**kw)
+        first = self.answers.get(token)
+        if first is not None and first.error == ErrorCode.member_id_required:
+            kw["member_id"] = first.member_id
+            return first.member_id, self.cjoin(**kw)
+        assert first is not None and first.error == ErrorCode.none, first
+        return first.member_id, token
+
+    def csync(self, member_id: str, generation: int, assignments: dict | None = None,
+              group_id: str = "g", instance_id: str | None = None,
+              protocol_name: str | None = None) -> Any:
+        token = next(self._tokens)
+        resp = self.apply(self.coordinator.sync_group(SyncGroupRequest(
+            group_id=group_id, generation_id=generation, member_id=member_id,
+            assignments=tuple((assignments or {}).items()), group_instance_id=instance_id,
+            protocol_type="consumer", protocol_name=protocol_name, token=token), self.now))
+        if resp is not None:
+            self.answers[token] = resp
+        return token
+
+    def cheartbeat(self, member_id: str, generation: int, group_id: str = "g",
+                   instance_id: str | None = None) -> ErrorCode:
+        return self.apply(self.coordinator.heartbeat(HeartbeatRequest(
+            group_id, generation, member_id, instance_id), self.now))
+
+    def cleave(self, *members: LeavingMember, group_id: str = "g") -> Any:
+        return self.apply(self.coordinator.leave_group(LeaveGroupRequest(
+            group_id, tuple(members)), self.now))
+
+    def answer(self, token: Any) -> Any:
+        return self.answers.get(token)
+
+    def join_answer(self, token: Any) -> JoinGroupResponse:
+        answer = self.answers.get(token)
+        assert isinstance(answer, JoinGroupResponse), answer
+        return answer
+
+    def sync_answer(self, token: Any) -> SyncGroupResponse:
+        answer = self.answers.get(token)
+        assert isinstance(answer, SyncGroupResponse), answer
+        return answer
+
+    @staticmethod
+    def partitions(sync: SyncGroupResponse) -> set[str]:
+        """The partition names in a SyncGroup answer's assignment bytes."""
+        return {f"{t}-{p}" for t, p in decode_assignment(sync.assignment).partitions}
+
+    def sync_round(self, tokens: dict[str, Any], assignor: str = "range",
+                   group_id: str = "g") -> tuple[int, dict[str, set[str]]]:
+        """Every member's JoinGroup of a classic rebalance has been answered: the leader
+        runs `assignor` (coterie's classic leader step), everyone sends SyncGroup. Returns
+        the generation and each member's partitions."""
+        joins = {m: self.join_answer(t) for m, t in tokens.items()}
+        assert all(j.error == ErrorCode.none for j in joins.values()), joins
+        generation = next(iter(joins.values())).generation_id
+        leader = next(j for j in joins.values() if j.members)
+        counts = {n: c.partitions for n, c in self.coordinator.consumer.image.by_name.items()}
+        assignments = lead(lookup(assignor), [JoinedMember(m.member_id, m.group_instance_id,
+                                                           m.metadata) for m in leader.members],
+                           counts)
+        sync_tokens = {m: self.csync(m, generation, assignments if m == leader.member_id
+                                     else None, group_id=group_id) for m in joins}
+        out = {}
+        for m, t in sync_tokens.items():
+            answer = self.sync_answer(t)
+            assert answer.error == ErrorCode.none, answer
+            out[m] = self.partitions(answer)
+        return generation, out
