@@ -1,9 +1,11 @@
 """The group coordinator's runtime: the I/O around the pure core in coterie.group.
 
 It holds both cores, classic groups (`ClassicCoordinator`) and KIP-848 consumer groups
-(`ConsumerCoordinator`), behind `coordinator`, a `GroupNamespace` that routes every group
-request, timer, topic change and loaded record to the core holding the group id
-(`coterie.group.group_namespace` has the rules where the two meet).
+(`ConsumerCoordinator`), behind `coordinator`, a `GroupCoordinator` that routes every group
+request, timer (of every kind), topic change and loaded record to the group holding the id,
+and converts groups between the two types: classic members inside consumer groups, online
+upgrade and downgrade, group.consumer.migration.policy (`coterie.group.group_coordinator`
+has the rules). DescribeGroups and ListGroups read the cores directly.
 
 It owns the internal compacted topic `__consumer_offsets`: a group maps to one of its
 partitions by Java's `String.hashCode` (as Kafka does), and every record a handler returns is
@@ -43,11 +45,11 @@ from kio.schema.errors import ErrorCode
 from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
 from coterie.group.classic_messages import JoinGroupResponse, SyncGroupResponse
 from coterie.group.consumer_coordinator import ConsumerCoordinator
-from coterie.group.group_namespace import GroupNamespace
+from coterie.group.group_coordinator import GroupCoordinator
 from coterie.group.offsets import OffsetStore
 from coterie.group.offsets_topic_codec import decode, encode, is_consumer_record
 from coterie.group.record_codec import UnknownRecordType
-from coterie.group.records import GroupMetadataKey, OffsetCommitKey, Record
+from coterie.group.records import OffsetCommitKey, Record
 from coterie.group.results import Result, TimerOp
 
 if TYPE_CHECKING:
@@ -110,7 +112,7 @@ class GroupRuntime:
         ), self._new_member_id)
         self.consumer = ConsumerCoordinator(broker.config.consumer_group_config(),
                                             self._new_consumer_member_id)
-        self.coordinator = GroupNamespace(self.classic, self.consumer)
+        self.coordinator = GroupCoordinator(self.classic, self.consumer)
         self.offsets = OffsetStore()
         self.loaded = False
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
@@ -267,7 +269,7 @@ class GroupRuntime:
         """Append the records, then answer, then arm timers. Returns the immediate answer."""
         response = result.response
         completed = result.completed
-        restored = False
+        restore = False
         if result.records:
             try:
                 self.persist(group_id, result.records)
@@ -277,53 +279,49 @@ class GroupRuntime:
                 error = ErrorCode.coordinator_not_available
                 response = with_error(response, error)
                 completed = [(t, with_error(r, error)) for t, r in completed]
-                if any(is_consumer_record(r) for r in result.records):
-                    # The core applied its records before they were durable: go back to
-                    # what the log holds (a classic group this result deleted included).
-                    self._restore(group_id, result.records)
-                    restored = True
-                group = self.classic.groups.get(group_id)
+                # The consumer core (and any conversion between the two group types) applies
+                # its records before they are durable: go back to what the log holds.
+                restore = any(is_consumer_record(r) for r in result.records)
+                group = None if restore else self.classic.groups.get(group_id)
                 if group is not None:
                     retry = self.classic.persist_failed(group_id, group.generation,
                                                         self.broker.now_ms())
                     result.timers.extend(retry.timers)
                     completed.extend(retry.completed)
         self._apply_timers(result.timers)
-        if restored:
-            now = self.broker.now_ms()
-            self._apply_timers([op for op in self.consumer.timers_after_load(now)
-                                if op.key[1] == group_id])
+        if restore:
+            self._restore(group_id)
         for token, answer in completed:
             self._resolve(token, answer)
         return response
 
-    def _restore(self, group_id: str, records: list[Record]) -> None:
-        """Rebuild a group's state from its durable records (the last value of each key in
-        `_live`, in an order replay accepts: current values never conflict), after records
-        the cores had already applied could not be persisted."""
-        live = self._live.get(partition_for(group_id, self.num_partitions), {})
-        mine = [r for r in live.values() if r.key.group_id == group_id]
-        self.consumer.groups.pop(group_id, None)
-        for record in mine:
-            if is_consumer_record(record):
-                self.consumer.replay(record)
-        if any(isinstance(r.key, GroupMetadataKey) and r.value is None for r in records):
-            # A classic group this result replaced by a consumer group comes back.
-            self.classic.groups.pop(group_id, None)
-            for record in mine:
-                if isinstance(record.key, GroupMetadataKey):
-                    self.classic.replay(record)
-        elif group_id in self.consumer.groups and group_id in self.classic.groups:
-            # A JoinGroup was to replace an empty consumer group, which could not be deleted
-            # after all: the classic group it started goes, its parked requests answered with
-            # the storage error (one id, one group).
-            started = self.classic.groups.pop(group_id)
-            error = ErrorCode.coordinator_not_available
-            for m in started.members.values():
+    def _restore(self, group_id: str) -> None:
+        """Rebuild a group's state from its durable records, after records the cores had
+        already applied could not be persisted: whichever group (classic or consumer) the
+        in-memory state holds goes, with its timers, and the last value of each of the
+        group's keys in `_live` is replayed (in an order replay accepts: current values never
+        conflict). This covers both directions of a conversion: a failed upgrade brings the
+        classic group back and drops the consumer group, a failed downgrade the reverse, and
+        a JoinGroup that was to replace an empty consumer group leaves it in place."""
+        error = ErrorCode.coordinator_not_available
+        dropped = self.classic.groups.pop(group_id, None)
+        if dropped is not None:
+            # Requests the dropped classic group parked are answered with the storage error.
+            for m in dropped.members.values():
                 if m.awaiting_join:
                     self._resolve(m.join_token, JoinGroupResponse(error, member_id=m.member_id))
                 if m.awaiting_sync:
                     self._resolve(m.sync_token, SyncGroupResponse(error))
+        self.consumer.groups.pop(group_id, None)
+        cancels = self.coordinator.classic_members.forget_group(group_id)
+        cancels += [TimerOp(key, None) for key in self._timers if key[1] == group_id]
+        self._apply_timers(cancels)
+        live = self._live.get(partition_for(group_id, self.num_partitions), {})
+        for record in [r for r in live.values() if r.key.group_id == group_id]:
+            self.coordinator.replay(record)
+        now = self.broker.now_ms()
+        self._apply_timers([op for op in self.coordinator.timers_after_load(now)
+                            if op.key[1] == group_id])
 
     def persist(self, group_id: str, records: list[Record]) -> None:
         """Append records as one batch to the group's partition and replay offset records

@@ -1,8 +1,9 @@
 """KIP-848 consumer group APIs: ConsumerGroupHeartbeat v0-v1 and ConsumerGroupDescribe v0-v1.
 
 Each handler maps the wire version onto the core's version-free dataclasses
-(`coterie.group.consumer_messages`), runs it through the runtime's `GroupNamespace` (a classic
-group of the same id is never overwritten by mistake), lets the runtime persist the records
+(`coterie.group.consumer_messages`), runs it through the runtime's `GroupCoordinator` (a classic
+group of the same id is converted when the migration policy allows it, never overwritten by
+mistake), lets the runtime persist the records
 before anything is answered, and maps the answer back. Partitions travel by topic id: the
 broker's own stable ids (`TopicInfo.topic_id`), which the consumer core also learns through
 `GroupRuntime.topics_changed`.

@@ -5,9 +5,10 @@ Each handler translates the wire version into the core's version-free message, r
 lets the runtime persist and schedule, and translates the answer back. This one broker is
 the coordinator of every group.
 
-Classic and KIP-848 consumer groups share one namespace: JoinGroup goes through
-`GroupNamespace.join_group` (an empty consumer group gives way, one with members refuses
-until mixed groups exist); ListGroups lists both kinds with their type; DescribeGroups
+Classic and KIP-848 consumer groups share one namespace: JoinGroup, SyncGroup, Heartbeat and
+LeaveGroup go through the mixed-groups facade `GroupCoordinator` (a classic member of a
+consumer group is served by the consumer core; an empty group of the other type gives way);
+ListGroups lists both kinds with their type; DescribeGroups
 describes classic groups only and, as Kafka 4.x, answers a consumer group as Dead (v0-v5) or
 GROUP_ID_NOT_FOUND "not a classic group" (v6); DeleteGroups deletes either kind.
 """

@@ -5,7 +5,7 @@ Commits from classic group members are fenced by generation and member id
 with generation -1 and no member id is a standalone commit (the "simple consumer" case) and is
 accepted for groups without members. Commits to a KIP-848 consumer group name a member and
 its current member epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; v9 at least), and so does an
-OffsetFetch v9 that carries a member id. `GroupNamespace` holds the rules. Records reach
+OffsetFetch v9 that carries a member id. `GroupCoordinator` holds the rules. Records reach
 __consumer_offsets before the answer is sent.
 """
 
