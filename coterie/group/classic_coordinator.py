@@ -202,10 +202,17 @@ class ClassicCoordinator:
         result.timers.append(self._session_timer(group, member, now_ms))
         if group.is_(S.STABLE) and not protocols_changed:
             result.records.append(self._group_record(group))
+            # KIP-814: a returning leader that can skip the assignment step still learns that
+            # it leads, with every member's metadata, so it goes on watching topic metadata
+            # (and rebalances when it changes) without forcing a rebalance now. Older
+            # clients get the plain answer, as from Kafka.
+            skip = new_id == group.leader and req.supports_skip_assignment
+            members = self._join_response(group, new_id).members if skip else ()
             result.response = JoinGroupResponse(
                 ErrorCode.none, generation_id=group.generation,
                 protocol_type=group.protocol_type, protocol_name=group.protocol,
-                leader=group.leader or "", member_id=new_id,
+                leader=group.leader or "", member_id=new_id, members=members,
+                skip_assignment=skip,
             )
             return result
         if group.is_(S.PREPARING_REBALANCE):

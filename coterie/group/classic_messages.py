@@ -29,6 +29,9 @@ class JoinGroupRequest:
     client_host: str = ""
     reason: str | None = None
     token: Hashable = None  # identifies a parked request when it completes later
+    # JoinGroup v9+ (KIP-814): the client understands `skip_assignment`, so a static leader
+    # that rejoins a stable group can be told it leads (with the members) without a rebalance.
+    supports_skip_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,7 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
         require_known_member_id=ctx.api_version >= 4,
         client_id=ctx.client_id or "", client_host=client_host(ctx),
         reason=getattr(request, "reason", None), token=token,
+        supports_skip_assignment=ctx.api_version >= 9,
     )
     result = runtime.coordinator.join_group(core, ctx.broker.now_ms())
     return _join_answer(ctx, await runtime.complete(request.group_id, result, token, fut))

@@ -74,7 +74,8 @@ class Harness:
     def join(self, member_id: str = "", protocols: tuple = (("range", b"m"),),
              group_id: str = "g", session_ms: int = 10_000, rebalance_ms: int = 30_000,
              instance_id: str | None = None, protocol_type: str = "consumer",
-             require_known: bool = True, client_id: str = "c") -> Any:
+             require_known: bool = True, client_id: str = "c",
+             skip_assignment: bool = False) -> Any:
         """Send a JoinGroup; returns its token (answer, if any, in self.answers[token])."""
         token = next(self._tokens)
         resp = self._apply(self.coordinator.join_group(JoinGroupRequest(
@@ -82,6 +83,7 @@ class Harness:
             protocols=tuple(protocols), session_timeout_ms=session_ms,
             rebalance_timeout_ms=rebalance_ms, group_instance_id=instance_id,
             require_known_member_id=require_known, client_id=client_id, token=token,
+            supports_skip_assignment=skip_assignment,
         ), self.now))
         if resp is not None:
             self.answers[token] = resp

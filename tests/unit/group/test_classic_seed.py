@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic_coordinator import ClassicConfig
@@ -353,6 +354,34 @@ def test_static_member_restart_keeps_assignment_without_rebalance():
     assert h.heartbeat(b, gen, instance_id="i-b") == ErrorCode.fenced_instance_id
     assert h.answer(h.join(member_id=b, instance_id="i-b")).error == (
         ErrorCode.fenced_instance_id)
+
+
+@pytest.mark.parametrize("v9", [False, True])
+def test_static_leader_restart_learns_it_leads_only_with_skip_assignment(v9: bool) -> None:
+    """KIP-814: a static leader rejoining a stable group gets no rebalance either way; a v9+
+    client is also told it leads, with every member's metadata and skip_assignment, so it
+    keeps watching metadata. An older client gets the plain answer (no members)."""
+    h = Harness()
+    a, _ = h.join_new(instance_id="i-a", protocols=(("range", b"ma"),))
+    b, tb = h.join_new(instance_id="i-b", protocols=(("range", b"mb"),))
+    h.join(member_id=a, instance_id="i-a", protocols=(("range", b"ma"),))
+    gen = h.answer(tb).generation_id
+    h.sync(b, gen, instance_id="i-b")
+    h.sync(a, gen, {a: b"A", b: b"B"}, instance_id="i-a")
+    assert h.group().leader == a and h.group().state == S.STABLE
+    t = h.join(instance_id="i-a", protocols=(("range", b"ma"),), skip_assignment=v9)
+    r = h.answer(t)
+    assert r.error == ErrorCode.none and r.generation_id == gen
+    assert r.leader == r.member_id != a
+    assert h.group().state == S.STABLE and h.group().generation == gen
+    assert r.skip_assignment is v9
+    if v9:
+        assert {(m.member_id, m.metadata) for m in r.members} == {
+            (r.member_id, b"ma"), (b, b"mb")}
+    else:
+        assert r.members == ()
+    ts = h.sync(r.member_id, gen, instance_id="i-a")
+    assert h.answer(ts).assignment == b"A"
 
 
 def test_leave_by_instance_id_with_wrong_member_is_fenced():
