@@ -62,12 +62,12 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from coterie.client.cluster import Cluster
 from coterie.client.errors import ClientError
 from coterie.client.member import GroupMember
+from coterie.client.member_api import MemberBackedApi
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
 
 log = logging.getLogger("coterie.client.election")
@@ -175,7 +175,7 @@ class _ElectionProtocol(EmbeddedProtocol):
         await self.election._demote("the generation was lost")
 
 
-class LeaderElection:
+class LeaderElection(MemberBackedApi):
     """Elect one leader among the members of `group_id` (see the module docstring).
 
     Callbacks (plain functions or coroutine functions, all optional):
@@ -229,31 +229,9 @@ class LeaderElection:
             return None
         return leader
 
-    @property
-    def error(self) -> BaseException | None:
-        return self.member.error
-
     # -- life cycle ---------------------------------------------------------------------------
-    async def start(self) -> None:
-        await self.member.start()
-
-    async def close(self, **kwargs: Any) -> None:
-        """Step down (if leading), leave the group and stop; see `GroupMember.close`."""
-        try:
-            await self.member.close(**kwargs)
-        finally:
-            await self._demote("closing")
-
-    async def __aenter__(self) -> LeaderElection:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        try:
-            await self.member.__aexit__(exc_type, exc, tb)
-        finally:
-            await self._demote("closing")
+    async def _release(self, reason: str) -> None:
+        await self._demote(reason)
 
     async def wait_elected(self, timeout: float | None = None) -> Leadership:
         """Wait until this member leads. Raises the member's fatal error if it fails,
@@ -274,9 +252,6 @@ class LeaderElection:
                 if closed in done:
                     closed.result()  # raises the member's error, if any
                     raise ClientError(f"election in {self.member.group_id!r} is closed")
-
-    async def wait_closed(self) -> None:
-        await self.member.wait_closed()
 
     # -- transitions (called from the member's task, and from the lease guard) ----------------
     async def _adopt(self, generation: Generation, leads: bool, leader: LeaderInfo) -> None:

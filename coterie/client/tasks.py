@@ -31,11 +31,11 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from coterie.client.cluster import Cluster
 from coterie.client.member import GroupMember
+from coterie.client.member_api import MemberBackedApi
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
 from coterie.client.task_assignor import (
     TaskAssignor,
@@ -106,7 +106,7 @@ class _TaskProtocol(EmbeddedProtocol):
         await self.owner._stop_tasks("generation lost")
 
 
-class TaskDistribution:
+class TaskDistribution(MemberBackedApi):
     """One worker of a task-distribution group (see the module docstring).
 
     tasks       the task ids to distribute (a sequence, or a function returning one: it is
@@ -150,10 +150,6 @@ class TaskDistribution:
     def generation_id(self) -> int:
         return self.member.generation_id
 
-    @property
-    def error(self) -> BaseException | None:
-        return self.member.error
-
     def task_list(self) -> Sequence[str]:
         return self._tasks() if callable(self._tasks) else self._tasks
 
@@ -163,33 +159,13 @@ class TaskDistribution:
         self.member.request_rejoin("the task list changed")
 
     # -- life cycle ---------------------------------------------------------------------------
-    async def start(self) -> None:
-        await self.member.start()
-
-    async def close(self, **kwargs: Any) -> None:
-        try:
-            await self.member.close(**kwargs)
-        finally:
-            await self._stop_tasks("closing")
-
-    async def __aenter__(self) -> TaskDistribution:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        try:
-            await self.member.__aexit__(exc_type, exc, tb)
-        finally:
-            await self._stop_tasks("closing")
+    async def _release(self, reason: str) -> None:
+        await self._stop_tasks(reason)
 
     async def wait_assigned(self, timeout: float | None = None) -> tuple[str, ...]:
         """Wait until the worker holds an assignment and return its tasks."""
         await self.member.wait_stable(timeout)
         return self._assigned
-
-    async def wait_closed(self) -> None:
-        await self.member.wait_closed()
 
     # -- transitions (the member's task) ------------------------------------------------------
     async def _start_tasks(self, generation: Generation, tasks: tuple[str, ...]) -> None:
