@@ -149,40 +149,27 @@ class GroupMember:
         """Raise whatever failed in the member's background thread."""
 
 
-class ThreadedConsumer(GroupMember, threading.Thread):
-    """A subscribed consumer of one client library, polling in its own thread.
+class PollingThread(GroupMember, threading.Thread):
+    """A member whose client polls in its own thread: the life cycle every threaded test
+    member shares. Subclasses implement `_body()`, which polls until `_stop_event` is set
+    and closes its client; whatever it raises is kept and re-raised by `check()`."""
 
-    kind: "confluent", "kafka_python", "aiokafka" or "coterie" (coterie.client's Consumer;
-    aiokafka and coterie run their own event loop in the thread). `processing_s`: a pause
-    after each poll that returned records, as if the application took that long to process
-    them. `stop()` closes the client, which sends LeaveGroup (except for static members,
-    which by KIP-345 leave only by session timeout).
-    """
+    processing_s: float = 0.0
 
-    def __init__(self, kind: str, bootstrap: str, group: str, topics: Sequence[str],
-                 label: str, strategy: str = "range", instance_id: str | None = None,
-                 session_timeout_ms: int = SESSION_TIMEOUT_MS,
-                 processing_s: float = 0.0) -> None:
+    def __init__(self, kind: str, label: str, incremental: bool) -> None:
         threading.Thread.__init__(self, name=f"member-{label}", daemon=True)
         self.kind = kind
-        self.bootstrap = bootstrap
-        self.group = group
-        self.topics = list(topics)
         self.label = label
-        self.strategy = strategy
-        self.instance_id = instance_id
-        self.session_timeout_ms = session_timeout_ms
-        self.processing_s = processing_s
-        self.state = MemberState(incremental=strategy in COOPERATIVE)
+        self.state = MemberState(incremental=incremental)
         self.error: BaseException | None = None
         self._stop_event = threading.Event()
 
-    # -- life cycle ---------------------------------------------------------------------------
+    def _body(self) -> None:
+        raise NotImplementedError
+
     def run(self) -> None:
         try:
-            {"confluent": self._run_confluent, "kafka_python": self._run_kafka_python,
-             "aiokafka": lambda: asyncio.run(self._run_aiokafka()),
-             "coterie": lambda: asyncio.run(self._run_coterie())}[self.kind]()
+            self._body()
         except BaseException as e:
             self.error = e
 
@@ -203,6 +190,35 @@ class ThreadedConsumer(GroupMember, threading.Thread):
         batch = [Delivery(self.label, t, p, o, v, now) for t, p, o, v in items]
         self.state.delivered(batch)
         return bool(batch) and self.processing_s > 0
+
+
+class ThreadedConsumer(PollingThread):
+    """A subscribed consumer of one client library, polling in its own thread.
+
+    kind: "confluent", "kafka_python", "aiokafka" or "coterie" (coterie.client's Consumer;
+    aiokafka and coterie run their own event loop in the thread). `processing_s`: a pause
+    after each poll that returned records, as if the application took that long to process
+    them. `stop()` closes the client, which sends LeaveGroup (except for static members,
+    which by KIP-345 leave only by session timeout).
+    """
+
+    def __init__(self, kind: str, bootstrap: str, group: str, topics: Sequence[str],
+                 label: str, strategy: str = "range", instance_id: str | None = None,
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS,
+                 processing_s: float = 0.0) -> None:
+        super().__init__(kind, label, incremental=strategy in COOPERATIVE)
+        self.bootstrap = bootstrap
+        self.group = group
+        self.topics = list(topics)
+        self.strategy = strategy
+        self.instance_id = instance_id
+        self.session_timeout_ms = session_timeout_ms
+        self.processing_s = processing_s
+
+    def _body(self) -> None:
+        {"confluent": self._run_confluent, "kafka_python": self._run_kafka_python,
+         "aiokafka": lambda: asyncio.run(self._run_aiokafka()),
+         "coterie": lambda: asyncio.run(self._run_coterie())}[self.kind]()
 
     # -- confluent-kafka ----------------------------------------------------------------------
     def _run_confluent(self) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -44,9 +43,7 @@ from tests.integration.clients import (
 )
 from tests.integration.group_clients import (
     TP,
-    Delivery,
-    GroupMember,
-    MemberState,
+    PollingThread,
     all_partitions,
     confluent_describe,
     wait_until_settled,
@@ -148,44 +145,23 @@ def ends(records: Sequence[Record]) -> dict[TopicPartition, int]:
 # -- members in threads, on one clock -----------------------------------------------------------
 
 
-class ThreadedMember(GroupMember, threading.Thread):
+class ThreadedMember(PollingThread):
     """A consumer-protocol member polling in its own thread: ours ("coterie") or librdkafka
     ("confluent"). Callbacks are incremental under this protocol (only what was added or
     revoked). `stop()` closes the client, which sends the leave heartbeat."""
 
     def __init__(self, kind: str, target: Target, group: str, topics: Sequence[str],
                  label: str, **options: Any) -> None:
-        threading.Thread.__init__(self, name=f"member-{label}", daemon=True)
-        self.kind, self.target, self.group, self.topics = kind, target, group, list(topics)
-        self.label = label
+        super().__init__(kind, label, incremental=True)
+        self.target, self.group, self.topics = target, group, list(topics)
         self.options = options
-        self.state = MemberState(incremental=True)
-        self.error: BaseException | None = None
         self.member_id = ""
-        self._stop_event = threading.Event()
 
-    def run(self) -> None:
-        try:
-            if self.kind == "coterie":
-                asyncio.run(self._run_ours())
-            else:
-                self._run_rdkafka()
-        except BaseException as e:
-            self.error = e
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop_event.set()
-        self.join(timeout)
-        assert not self.is_alive(), f"{self.label}: did not close within {timeout}s"
-        self.check()
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise AssertionError(f"{self.label} ({self.kind}) failed") from self.error
-
-    def _record(self, items: Iterable[tuple[str, int, int, bytes]]) -> None:
-        now = time.monotonic()
-        self.state.delivered([Delivery(self.label, t, p, o, v, now) for t, p, o, v in items])
+    def _body(self) -> None:
+        if self.kind == "coterie":
+            asyncio.run(self._run_ours())
+        else:
+            self._run_rdkafka()
 
     async def _run_ours(self) -> None:
         state = self.state
