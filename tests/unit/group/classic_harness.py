@@ -21,51 +21,21 @@ from coterie.group.classic_messages import (
     SyncGroupRequest,
 )
 from coterie.group.records import Record
-from coterie.group.results import Result
+
+from .virtual_time import VirtualTime
 
 
-class Harness:
+class Harness(VirtualTime):
     def __init__(self, config: ClassicConfig | None = None,
                  records: list[Record] | None = None, now_ms: int = 0) -> None:
         self.config = config or ClassicConfig(initial_rebalance_delay_ms=0)
         counter = itertools.count(1)
         self.coordinator = ClassicCoordinator(
             self.config, lambda client_id: f"{client_id or 'member'}-{next(counter)}")
-        self.now = now_ms
-        self.records: list[Record] = []
-        self.timers: dict[tuple, int] = {}
-        self.answers: dict[Any, Any] = {}
+        super().__init__(now_ms)
         self._tokens = itertools.count(1)
-        for record in records or []:
-            self.coordinator.replay(record)
-            self.records.append(record)
         if records:
-            self._apply(Result(timers=self.coordinator.timers_after_load(self.now)))
-
-    # -- plumbing -------------------------------------------------------------------------
-    def _apply(self, result: Result) -> Any:
-        self.records.extend(result.records)
-        for op in result.timers:
-            if op.deadline_ms is None:
-                self.timers.pop(op.key, None)
-            else:
-                self.timers[op.key] = op.deadline_ms
-        for token, answer in result.completed:
-            self.answers[token] = answer
-        return result.response
-
-    def advance(self, ms: int) -> None:
-        """Move virtual time forward, firing due timers in deadline order."""
-        target = self.now + ms
-        while True:
-            due = [(d, k) for k, d in self.timers.items() if d <= target]
-            if not due:
-                break
-            deadline, key = min(due, key=lambda x: (x[0], repr(x[1])))
-            self.now = max(self.now, deadline)
-            del self.timers[key]
-            self._apply(self.coordinator.on_timer(key, self.now))
-        self.now = target
+            self.load(records)
 
     def group(self, group_id: str = "g") -> ClassicGroup:
         return self.coordinator.groups[group_id]
@@ -78,7 +48,7 @@ class Harness:
              skip_assignment: bool = False) -> Any:
         """Send a JoinGroup; returns its token (answer, if any, in self.answers[token])."""
         token = next(self._tokens)
-        resp = self._apply(self.coordinator.join_group(JoinGroupRequest(
+        resp = self.apply(self.coordinator.join_group(JoinGroupRequest(
             group_id=group_id, member_id=member_id, protocol_type=protocol_type,
             protocols=tuple(protocols), session_timeout_ms=session_ms,
             rebalance_timeout_ms=rebalance_ms, group_instance_id=instance_id,
@@ -106,7 +76,7 @@ class Harness:
              group_id: str = "g", error: ErrorCode = ErrorCode.none,
              instance_id: str | None = None) -> Any:
         token = next(self._tokens)
-        resp = self._apply(self.coordinator.sync_group(SyncGroupRequest(
+        resp = self.apply(self.coordinator.sync_group(SyncGroupRequest(
             group_id=group_id, generation_id=generation, member_id=member_id,
             assignments=tuple((assignments or {}).items()), error=error,
             group_instance_id=instance_id, token=token,
@@ -117,11 +87,11 @@ class Harness:
 
     def heartbeat(self, member_id: str, generation: int, group_id: str = "g",
                   instance_id: str | None = None) -> ErrorCode:
-        return self._apply(self.coordinator.heartbeat(HeartbeatRequest(
+        return self.apply(self.coordinator.heartbeat(HeartbeatRequest(
             group_id, generation, member_id, instance_id), self.now))
 
     def leave(self, *members: LeavingMember, group_id: str = "g") -> Any:
-        return self._apply(self.coordinator.leave_group(LeaveGroupRequest(
+        return self.apply(self.coordinator.leave_group(LeaveGroupRequest(
             group_id, tuple(members)), self.now))
 
     def answer(self, token: Any) -> Any:

@@ -24,6 +24,8 @@ from coterie.group.consumer_messages import (
 from coterie.group.records import Record
 from coterie.group.results import Result
 
+from .virtual_time import VirtualTime
+
 _NS = uuid.UUID("6d3c0b8e-4f3a-4d7e-9a51-3c2f1e0d9b8a")
 UNSET: Any = object()
 
@@ -33,7 +35,7 @@ def mid(name: str) -> str:
     return (name + "_" * 22)[:22]
 
 
-class ConsumerHarness:
+class ConsumerHarness(VirtualTime):
     def __init__(self, topics: dict[str, int] | None = None,
                  config: ConsumerGroupConfig | None = None, now_ms: int = 0,
                  records: list[Record] | None = None) -> None:
@@ -41,54 +43,16 @@ class ConsumerHarness:
         counter = itertools.count(1)
         self.coordinator = ConsumerCoordinator(self.config,
                                                lambda: mid(f"gen{next(counter)}"))
-        self.now = now_ms
-        self.records: list[Record] = []
-        self.timers: dict[tuple, int] = {}
+        super().__init__(now_ms)
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.partition_counts: dict[str, int] = {}
         self._incarnation = itertools.count(1)
-        for record in records or []:
-            self.coordinator.replay(record)
-            self.records.append(record)
         if records:
-            self.apply(Result(timers=self.coordinator.timers_after_load(self.now)))
+            self.load(records)
         if topics:
             self.set_topics(topics)
 
     # -- plumbing ---------------------------------------------------------------------------
-    def apply(self, result: Result) -> Any:
-        self.records.extend(result.records)
-        for op in result.timers:
-            if op.deadline_ms is None:
-                self.timers.pop(op.key, None)
-            else:
-                self.timers[op.key] = op.deadline_ms
-        return result.response
-
-    def advance(self, ms: int) -> list[tuple]:
-        """Move virtual time forward, firing due timers in deadline order; returns the keys
-        of the timers that fired."""
-        target = self.now + ms
-        fired = []
-        while True:
-            due = [(d, k) for k, d in self.timers.items() if d <= target]
-            if not due:
-                break
-            deadline, key = min(due, key=lambda x: (x[0], repr(x[1])))
-            self.now = max(self.now, deadline)
-            del self.timers[key]
-            fired.append(key)
-            self.apply(self.coordinator.on_timer(key, self.now))
-        self.now = target
-        return fired
-
-    def load(self, records: list[Record]) -> None:
-        """Replay `records` as a coordinator loading its partition, then arm its timers."""
-        for record in records:
-            self.coordinator.replay(record)
-            self.records.append(record)
-        self.apply(Result(timers=self.coordinator.timers_after_load(self.now)))
-
     def group(self, group_id: str = "g") -> ConsumerGroup:
         return self.coordinator.groups[group_id]
 

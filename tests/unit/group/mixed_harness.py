@@ -43,10 +43,9 @@ from coterie.group.consumer_protocol import (
     encode_subscription,
 )
 from coterie.group.group_coordinator import GroupCoordinator
-from coterie.group.records import Record
-from coterie.group.results import Result
 
 from .consumer_harness import mid
+from .virtual_time import VirtualTime
 
 _NS = uuid.UUID("0b7f5c1e-2a33-4f6e-8d0c-5e9a7b1c3d2f")
 
@@ -59,17 +58,14 @@ def subscription(topics: Iterable[str] = ("foo",), owned: Iterable[str] = (),
                                             generation_id=generation, version=version))
 
 
-class MixedHarness:
+class MixedHarness(VirtualTime):
     def __init__(self, topics: dict[str, int] | None = None,
                  config: ConsumerGroupConfig | None = None,
                  classic_config: ClassicConfig | None = None, now_ms: int = 0) -> None:
         self.config = config or ConsumerGroupConfig()
         self.classic_config = classic_config or ClassicConfig(initial_rebalance_delay_ms=0)
         self.coordinator = self._build()
-        self.now = now_ms
-        self.records: list[Record] = []
-        self.timers: dict[tuple, int] = {}
-        self.answers: dict[Any, Any] = {}
+        super().__init__(now_ms)
         self._tokens = itertools.count(1)
         self.topic_ids: dict[str, uuid.UUID] = {}
         self._incarnation = itertools.count(1)
@@ -85,39 +81,6 @@ class MixedHarness:
             ConsumerCoordinator(self.config, lambda: mid(f"gen{next(consumer_ids)}")))
 
     # -- plumbing ---------------------------------------------------------------------------
-    def apply(self, result: Result) -> Any:
-        self.records.extend(result.records)
-        for op in result.timers:
-            if op.deadline_ms is None:
-                self.timers.pop(op.key, None)
-            else:
-                self.timers[op.key] = op.deadline_ms
-        for token, answer in result.completed:
-            self.answers[token] = answer
-        return result.response
-
-    def advance(self, ms: int) -> list[tuple]:
-        target = self.now + ms
-        fired = []
-        while True:
-            due = [(d, k) for k, d in self.timers.items() if d <= target]
-            if not due:
-                break
-            deadline, key = min(due, key=lambda x: (x[0], repr(x[1])))
-            self.now = max(self.now, deadline)
-            del self.timers[key]
-            fired.append(key)
-            self.apply(self.coordinator.on_timer(key, self.now))
-        self.now = target
-        return fired
-
-    def load(self, records: list[Record]) -> None:
-        """Replay `records` as a coordinator loading its partition, then arm its timers."""
-        for record in records:
-            self.coordinator.replay(record)
-            self.records.append(record)
-        self.apply(Result(timers=self.coordinator.timers_after_load(self.now)))
-
     def replayed(self) -> GroupCoordinator:
         """A fresh coordinator that loaded every record written so far (through the bytes)."""
         fresh = self._build()
