@@ -58,7 +58,12 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
 )
-from coterie.group.record_codec import RecordDecodeError, RecordEncodeError, UnknownRecordType
+from coterie.group.record_codec import (
+    RecordDecodeError,
+    RecordEncodeError,
+    UnknownRecordType,
+    schema_field,
+)
 from coterie.group.records import Record
 
 __all__ = ["CONSUMER_RECORD_TYPES", "VALUE_VERSION", "decode", "encode"]
@@ -74,8 +79,7 @@ CONSUMER_RECORD_TYPES: Final = frozenset({
 VALUE_VERSION: Final = 0
 
 
-def _f(kafka_type: str, **kwargs: Any) -> Any:
-    return field(metadata={"kafka_type": kafka_type}, **kwargs)
+_f = schema_field
 
 
 # --------------------------------------------------------------------------------------------

@@ -107,9 +107,12 @@ GROUP_METADATA_VALUE_VERSION: Final = 3
 # --------------------------------------------------------------------------------------------
 
 
-def _f(kafka_type: str, **kwargs: Any) -> Any:
+def schema_field(kafka_type: str, **kwargs: Any) -> Any:
     """A kio schema field: `kafka_type` drives kio's choice of reader/writer."""
     return field(metadata={"kafka_type": kafka_type}, **kwargs)
+
+
+_f = schema_field
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
