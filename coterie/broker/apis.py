@@ -2,6 +2,12 @@
 
 ApiVersions advertises exactly this table, so the table is the single place where support
 for an API or version is declared.
+
+Keys 32000 and up are coterie's own extension APIs (`coterie.wire.extensions`,
+docs/extensions.md), far outside Apache Kafka's range. They are advertised like the rest:
+clients skip API keys they do not know in an ApiVersions answer (librdkafka, kafka-python
+and aiokafka are exercised against this table by the integration tests), and a coterie
+client learns from the same answer whether the broker offers them.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Any
 
 from coterie.broker.handlers import (
     api_versions,
+    client_assignment,
     consumer_groups,
     fetch,
     groups,
@@ -20,6 +27,10 @@ from coterie.broker.handlers import (
     offsets,
     produce,
     topics,
+)
+from coterie.wire.extensions import (
+    CONSUMER_GROUP_INSTALL_ASSIGNMENT,
+    CONSUMER_GROUP_PREPARE_ASSIGNMENT,
 )
 
 
@@ -62,5 +73,10 @@ APIS: dict[int, Api] = {
         Api(47, "OffsetDelete", 0, 0, offset_commit.offset_delete),
         Api(68, "ConsumerGroupHeartbeat", 0, 1, consumer_groups.consumer_group_heartbeat),
         Api(69, "ConsumerGroupDescribe", 0, 1, consumer_groups.consumer_group_describe),
+        # coterie extensions (client-side assignors for KIP-848 consumer groups)
+        Api(CONSUMER_GROUP_PREPARE_ASSIGNMENT, "ConsumerGroupPrepareAssignment", 0, 0,
+            client_assignment.prepare_assignment),
+        Api(CONSUMER_GROUP_INSTALL_ASSIGNMENT, "ConsumerGroupInstallAssignment", 0, 0,
+            client_assignment.install_assignment),
     )
 }

@@ -48,7 +48,7 @@ from coterie.client.errors import (
 )
 from coterie.client.versions import MEMBER_API_RANGES, ApiKey, VersionRange, pick_version
 from coterie.wire.build import build
-from coterie.wire.codec import encode_request
+from coterie.wire.codec import encode_request, request_schema, response_schema
 from coterie.wire.framing import FrameBuffer, FrameTooLarge
 
 log = logging.getLogger("coterie.client")
@@ -217,12 +217,13 @@ class Connection:
         """Send `fields` (newest-version field names) in the negotiated version of `api_key`
         and return the decoded kio response entity."""
         version = self.version(api_key, versions)
-        request = build(load_request_schema(api_key, version), fields)
+        request = build(request_schema(api_key, version), fields)
         return await self.send(request, timeout_ms=timeout_ms)
 
     async def send(self, request: Any, *, timeout_ms: float | None = None) -> Any:
-        """Send a kio request entity as it is and return the decoded response entity."""
-        cls = load_response_schema(request.__api_key__, request.__version__)
+        """Send a kio request entity as it is and return the decoded response entity.
+        Schemas come from `coterie.wire.codec`, which knows coterie's extension APIs too."""
+        cls = response_schema(request.__api_key__, request.__version__)
         return await self._roundtrip(request, _decoder(cls), timeout_ms)
 
     async def _roundtrip(self, request: Any, decode: Decoder,

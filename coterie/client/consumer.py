@@ -29,6 +29,10 @@ assignor ("uniform", "range"; None lets the coordinator choose), the heartbeat i
 session timeout are the broker's, and `assignors`, `session_timeout_ms` and
 `heartbeat_interval_ms` may not be given (as the Java client refuses them). Rebalances are
 always incremental there: callbacks name only the partitions revoked or added.
+`group_client_assignor` (an Assignor, or a registry name; instead of
+`group_remote_assignor`) asks a coterie broker for client-side assignment, a coterie
+extension (docs/extensions.md): the coordinator has one member run that assignor and
+install its result (`coterie.client.consumer_client_assignor`).
 
 Tasks: the member's own (hooks run there: listener callbacks and pre-revocation commits too),
 the fetch loop, a metadata refresher (every `metadata_max_age_ms`, and on demand) and an
@@ -142,13 +146,21 @@ def _resolve_assignors(assignors: Sequence[str | Assignor] | str) -> list[Assign
 
 def _check_protocol_settings(group_protocol: str, group_remote_assignor: str | None, *,
                              assignors: object, session_timeout_ms: int | None,
-                             heartbeat_interval_ms: int | None) -> None:
+                             heartbeat_interval_ms: int | None,
+                             group_client_assignor: object = None) -> None:
     """Refuse settings the chosen group protocol does not use, as Kafka's client does."""
     if group_protocol not in GROUP_PROTOCOLS:
         raise ValueError(f"group_protocol must be one of {GROUP_PROTOCOLS}, "
                          f"not {group_protocol!r}")
     if group_protocol == CLASSIC and group_remote_assignor is not None:
         raise ValueError("group_remote_assignor needs group_protocol='consumer'")
+    if group_client_assignor is not None:
+        if group_protocol != CONSUMER:
+            raise ValueError("group_client_assignor needs group_protocol='consumer'")
+        if group_remote_assignor is not None:
+            raise ValueError("group_client_assignor and group_remote_assignor exclude each "
+                             "other: the group is assigned either by a member or by the "
+                             "coordinator")
     if group_protocol == CONSUMER:
         given = [name for name, value in (("assignors", assignors),
                                           ("session_timeout_ms", session_timeout_ms),
@@ -160,6 +172,16 @@ def _check_protocol_settings(group_protocol: str, group_remote_assignor: str | N
                              "heartbeat interval and session timeout)")
         if group_remote_assignor is not None and not group_remote_assignor:
             raise ValueError("group_remote_assignor must not be empty")
+
+
+def _client_assignor(value: str | Assignor | None) -> Assignor | None:
+    if value is None:
+        return None
+    assignor = lookup(value) if isinstance(value, str) else value
+    if not isinstance(assignor, Assignor) or not assignor.name:
+        raise ValueError("group_client_assignor must be an Assignor with a name (or the name "
+                         "of a registered one)")
+    return assignor
 
 
 def _tps(partitions: Iterable[tuple[str, int]]) -> list[TopicPartition]:
@@ -180,7 +202,7 @@ class Consumer:
     go to the `GroupMember`.
     `group_protocol`: "classic" (default) or "consumer" (KIP-848; see the module docstring),
     with `group_remote_assignor` the server-side assignor to ask for (None: the broker's
-    default).
+    default), or `group_client_assignor` a client-side one (coterie brokers only).
     """
 
     def __init__(self, bootstrap: str | Sequence[str], group_id: str, *,
@@ -191,6 +213,7 @@ class Consumer:
                  group_instance_id: str | None = None, session_timeout_ms: int | None = None,
                  heartbeat_interval_ms: int | None = None, rebalance_timeout_ms: int = 300_000,
                  group_protocol: str = CLASSIC, group_remote_assignor: str | None = None,
+                 group_client_assignor: str | Assignor | None = None,
                  client_id: str = "coterie-consumer", rack: str | None = None,
                  max_poll_records: int = 500, fetch_max_wait_ms: int = 500,
                  fetch_min_bytes: int = 1, fetch_max_bytes: int = 50 * 1024 * 1024,
@@ -206,7 +229,8 @@ class Consumer:
                              "metadata_max_age_ms must be positive")
         _check_protocol_settings(group_protocol, group_remote_assignor, assignors=assignors,
                                  session_timeout_ms=session_timeout_ms,
-                                 heartbeat_interval_ms=heartbeat_interval_ms)
+                                 heartbeat_interval_ms=heartbeat_interval_ms,
+                                 group_client_assignor=group_client_assignor)
         if not group_id:
             raise ValueError("group_id must not be empty")
         self.group_id = group_id
@@ -247,7 +271,8 @@ class Consumer:
                 self, self._lock, group_instance_id=group_instance_id,
                 rebalance_timeout_ms=rebalance_timeout_ms,
                 server_assignor=group_remote_assignor, request_timeout_ms=request_timeout_ms,
-                unavailable_timeout_ms=unavailable_timeout_ms, rng=rng)
+                unavailable_timeout_ms=unavailable_timeout_ms, rng=rng,
+                client_assignor=_client_assignor(group_client_assignor))
         else:
             self.member = GroupMember(
                 self.cluster, group_id, self._protocol, group_instance_id=group_instance_id,

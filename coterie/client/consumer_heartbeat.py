@@ -20,6 +20,11 @@ Theory of operation. Two tasks:
   Heartbeats go on meanwhile, so slow callbacks do not cost the membership (the coordinator
   bounds them with the rebalance timeout).
 
+With a client-side assignor (`client_assignor`, a coterie extension), a third task may run
+after a successful heartbeat: it asks the coordinator whether this member was chosen to
+compute the group's assignment, and if so computes and installs it
+(`coterie.client.consumer_client_assignor`). ServerAssignor then says "client:<name>".
+
 Fencing (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID): the heartbeat task waits for a running
 reconciliation to finish (the lock), drops everything owned as lost (`on_partitions_lost`,
 no commit: others may own it already) and joins again with epoch 0 and the same member id.
@@ -49,7 +54,13 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.assign.spec import Assignor
 from coterie.client.cluster import ClusterMetadata
+from coterie.client.consumer_client_assignor import (
+    ClientAssignorRunner,
+    Outcome,
+    server_assignor_name,
+)
 from coterie.client.consumer_membership import (
     HeartbeatAction,
     Membership,
@@ -97,15 +108,19 @@ class ConsumerGroupMember:
     def __init__(self, consumer: Consumer, lock: asyncio.Lock, *,
                  group_instance_id: str | None, rebalance_timeout_ms: int,
                  server_assignor: str | None, request_timeout_ms: int,
-                 unavailable_timeout_ms: int | None, rng: random.Random | None = None) -> None:
+                 unavailable_timeout_ms: int | None, rng: random.Random | None = None,
+                 client_assignor: Assignor | None = None) -> None:
         if rebalance_timeout_ms <= 0:
             raise ValueError("rebalance_timeout_ms must be positive")
+        if client_assignor is not None and server_assignor is not None:
+            raise ValueError("a server assignor and a client-side assignor exclude each other")
         self.consumer = consumer
         self.group_id = consumer.group_id
         self.lock = lock
         self.group_instance_id = group_instance_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.server_assignor = server_assignor
+        self.server_assignor = (server_assignor if client_assignor is None
+                                else server_assignor_name(client_assignor))
         self.request_timeout_ms = request_timeout_ms
         self.cluster = consumer.cluster
         self.membership = Membership(new_member_id(rng))
@@ -114,6 +129,9 @@ class ConsumerGroupMember:
         self.heartbeat_interval_ms: float | None = None  # as the coordinator last said
         self.heartbeats = 0
         self._link = CoordinatorLink(self.cluster, self.group_id, unavailable_timeout_ms)
+        self.assigner = (None if client_assignor is None else ClientAssignorRunner(
+            client_assignor, self._link, self.group_id, request_timeout_ms))
+        self._assign_task: asyncio.Task[None] | None = None
         self._backoff = self.cluster.backoff()
         self._version: int | None = None
         self._last_sent: float | None = None
@@ -222,6 +240,7 @@ class ConsumerGroupMember:
         deadline = loop.time() + timeout_ms / 1000
         try:
             await self._stop_task(self._task)
+            await self._stop_task(self._assign_task)
             reconciling = self._reconcile_task
             if reconciling is not None and not reconciling.done():
                 with contextlib.suppress(TimeoutError, Exception):
@@ -391,6 +410,7 @@ class ConsumerGroupMember:
                          m.member_id, before, m.epoch, m.state.value)
             self._notify()
             self._maybe_reconcile()
+            self._maybe_assign()
             return
         self._on_error(code, getattr(response, "error_message", None) or "", loop.time())
 
@@ -435,6 +455,36 @@ class ConsumerGroupMember:
         self.fields.reset()
         log.info("group %s: member %s rejoins with epoch 0", self.group_id, self.member_id)
         self._notify()
+
+    # == client-side assignment ==================================================================
+    def _maybe_assign(self) -> None:
+        """After a successful heartbeat: one round of "was I chosen to assign?" at a time."""
+        m = self.membership
+        if (self.assigner is None or not m.in_group or self._stopped
+                or (self._assign_task is not None and not self._assign_task.done())):
+            return
+        self._assign_task = asyncio.create_task(
+            self._assign(m.member_id, m.epoch), name=f"coterie-assign-{self.group_id}")
+
+    async def _assign(self, member_id: str, epoch: int) -> None:
+        assert self.assigner is not None
+        try:
+            outcome = await self.assigner.run_round(member_id, epoch)
+        except asyncio.CancelledError:
+            raise
+        except ClientError as e:
+            log.info("group %s: client-side assignment round failed (%s)", self.group_id, e)
+            return
+        except Exception:  # a bug: the coordinator's timeout covers the round
+            log.exception("group %s: client-side assignment round failed", self.group_id)
+            return
+        if outcome is Outcome.NOT_SUPPORTED:
+            log.warning("group %s: the coordinator does not offer client-side assignment "
+                        "(ConsumerGroupPrepareAssignment); it falls back to its own assignor",
+                        self.group_id)
+            self.assigner = None
+        elif outcome is not Outcome.NOTHING:
+            self.heartbeat_soon()  # learn this member's part of the new target now
 
     # == reconciliation ==========================================================================
     def _maybe_reconcile(self) -> None:

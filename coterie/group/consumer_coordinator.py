@@ -22,7 +22,10 @@ A ConsumerGroupHeartbeat, step by step (seed 3's "Member Epoch - Reconcile the g
    bumps the group epoch, as does a change of the subscribed topics' metadata.
 4. If the group epoch is ahead of the target epoch, compute a new target with the group's
    assignor (the one most members ask for, else the first configured) and write the members
-   whose target changed.
+   whose target changed. If that assignor is a client-side one ("client:<name>", a coterie
+   extension: `client_assignment.py` has the rules), open a round instead: one member is
+   asked to compute the target (ConsumerGroupPrepareAssignment) and installs it
+   (ConsumerGroupInstallAssignment); meanwhile members reconcile towards the old target.
 5. Reconcile this member towards its target (`reconciliation.reconcile`): revoke before
    assign. Arm its revocation timer while it has partitions to give back.
 6. Re-arm its session timer and answer: its epoch, the heartbeat interval and, when the
@@ -37,6 +40,9 @@ Timers (keys are tuples, first element the kind):
   -> the member is fenced (removed) and the group epoch bumped.
 - ("consumer-revocation", group, member, epoch): the member was asked to revoke partitions at
   `epoch` and has not confirmed within its rebalance timeout -> fenced likewise.
+- ("consumer-client-assignment", group, group epoch): the member chosen to compute a
+  client-side assignment has not installed one within
+  group.consumer.client.assignment.timeout.ms -> the server-side fallback computes it.
 Classic-protocol members of a mixed group (`consumer_classic.py`, which shares steps 3 to 5
 through `_update_member`) use the session key with their own JoinGroup session timeout, have
 no revocation timer, and have ("consumer-join", ...) and ("consumer-sync", ...) timers
@@ -54,11 +60,30 @@ import binascii
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from coterie.assign.registry import lookup
 from coterie.assign.spec import Assignor, AssignorError
+from coterie.group.client_assignment import (
+    CLIENT_ASSIGNMENT,
+    DEFAULT_TIMEOUT_MS,
+    INSTALL_OK,
+    ClientRounds,
+    InstallAssignmentRequest,
+    InstallAssignmentResponse,
+    InstalledAssignor,
+    InvalidAssignment,
+    PendingRound,
+    PrepareAssignmentRequest,
+    PrepareAssignmentResponse,
+    can_compute,
+    choose_member,
+    is_client_assignor,
+    prepare_answer,
+    validate,
+)
 from coterie.group.consumer_config import ConsumerGroupConfig
 from coterie.group.consumer_group import ConsumerGroup, ReplayError, ResolvedRegex
 from coterie.group.consumer_member import (
@@ -94,7 +119,7 @@ from coterie.group.consumer_records import (
 from coterie.group.reconciliation import FencedMember, reconcile
 from coterie.group.records import Record
 from coterie.group.results import Result, TimerOp
-from coterie.group.target_assignment import compute_target
+from coterie.group.target_assignment import TargetAssignment, compute_target
 from coterie.group.topic_image import TopicImage, TopicInfo
 from coterie.group.topic_regex import InvalidRegex, compile_regex, resolve
 
@@ -117,19 +142,23 @@ class Refused(Exception):
 
 
 _Refused = Refused
+_KEEP: Any = object()  # "the pending client-side round stays as it is"
 
 
 class ConsumerCoordinator:
     """All consumer groups of one coordinator (module docstring has the rules)."""
 
     def __init__(self, config: ConsumerGroupConfig, new_member_id: Callable[[], str],
-                 topics: TopicImage | None = None) -> None:
+                 topics: TopicImage | None = None,
+                 client_assignment_timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         self.config = config
         self._new_member_id = new_member_id
         self.groups: dict[str, ConsumerGroup] = {}
         self.image = topics or TopicImage()
         # Resolve the configured assignors now, so a misconfiguration fails at start-up.
         self._assignors: dict[str, Assignor] = {name: lookup(name) for name in config.assignors}
+        # Client-side assignors (coterie extension): pending rounds, in memory only.
+        self.client_rounds = ClientRounds(client_assignment_timeout_ms)
 
     # == replay ==============================================================================
     def replay(self, record: Record) -> None:
@@ -234,7 +263,8 @@ class ConsumerCoordinator:
             raise _Refused(bad, "RebalanceTimeoutMs is invalid.")
         if req.version == 0 and req.subscribed_topic_regex is not None:
             raise _Refused(bad, "SubscribedTopicRegex needs ConsumerGroupHeartbeat version 1.")
-        if req.server_assignor is not None and req.server_assignor not in self._assignors:
+        if (req.server_assignor is not None and req.server_assignor not in self._assignors
+                and not is_client_assignor(req.server_assignor)):
             raise _Refused(ErrorCode.unsupported_assignor,
                            f"ServerAssignor {req.server_assignor} is not supported. "
                            f"Supported assignors: {', '.join(self.config.assignors)}.")
@@ -301,7 +331,9 @@ class ConsumerCoordinator:
             group_epoch += 1
             records.append(_epoch_record(group.group_id, group_epoch, metadata_hash))
 
-        # Target assignment.
+        # Target assignment (or, with a client-side assignor, a round that asks a member).
+        round_change, round_timers = _KEEP, []
+        target: TargetAssignment | None = None
         if group_epoch > group.assignment_epoch:
             members = dict(group.members)
             for m in removed:
@@ -312,13 +344,9 @@ class ConsumerCoordinator:
                 old_targets[member_id] = old_targets.pop(replaced.member_id, NO_PARTITIONS)
             name = group.preferred_assignor(self.config.assignors, removed, [updated])
             subscriptions = {mid: group.subscription_of(m, regexes) for mid, m in members.items()}
-            try:
-                target = compute_target(group.group_id, group_epoch, members, subscriptions,
-                                        old_targets, self._assignors[name], self.image)
-            except AssignorError as exc:
-                raise _Refused(ErrorCode.unknown_server_error,
-                               f"Failed to compute a new target assignment for epoch "
-                               f"{group_epoch}: {exc}") from None
+            target, round_change, round_timers = self._next_target(
+                group, group_epoch, members, subscriptions, old_targets, name, now_ms)
+        if target is not None:
             records += target.records
             target_epoch, my_target = group_epoch, target.targets[member_id]
         else:
@@ -340,9 +368,58 @@ class ConsumerCoordinator:
                 # Classic members have no revocation timer: they revoke by rejoining, and
                 # their join and sync timers (consumer_classic.py) bound how long that takes.
                 timers += _revocation_timers(group.group_id, updated, reconciled, now_ms)
+        timers += round_timers
+        if round_change is None:
+            self.client_rounds.pop(group.group_id)
+        elif round_change is not _KEEP:
+            self.client_rounds.put(round_change)
 
         self._apply(records)
         return reconciled, records, timers
+
+    def _next_target(self, group: ConsumerGroup, group_epoch: int,
+                     members: Mapping[str, ConsumerMember],
+                     subscriptions: Mapping[str, frozenset[str]],
+                     old_targets: Mapping[str, Partitions], name: str, now_ms: int,
+                     ) -> tuple[TargetAssignment | None, Any, list[TimerOp]]:
+        """The new target for `group_epoch` computed by assignor `name`, or, for a client-side
+        assignor, None while a round asks a member for it. Also returns what becomes of the
+        group's pending round (a new one, None to end it, or _KEEP) and its timer changes.
+        Decides only; the caller applies."""
+        gid = group.group_id
+        pending = self.client_rounds.get(gid)
+        client = is_client_assignor(name)
+        # A group's first target comes from the server-side fallback (bootstrap: a member
+        # reconciled to target epoch 0 would be told epoch 0, which means "join").
+        if client and group.assignment_epoch > 0:
+            current = pending is not None and pending.group_epoch == group_epoch
+            if not (current and now_ms >= pending.deadline_ms):  # (expired: fall back)
+                chosen = None if pending is None else members.get(pending.member_id)
+                if (current and pending.assignor == name and chosen is not None
+                        and can_compute(chosen, name)):
+                    return None, _KEEP, []  # still waiting for the chosen member
+                choice = choose_member(members, name)
+                if choice is not None:
+                    new = self.client_rounds.open(gid, group_epoch, name, choice, now_ms)
+                    timers = [] if pending is None else [TimerOp(pending.timer_key, None)]
+                    timers.append(TimerOp(new.timer_key, new.deadline_ms))
+                    return None, new, timers
+        assignor = self._fallback_assignor() if client else self._assignors[name]
+        try:
+            target = compute_target(gid, group_epoch, members, subscriptions, old_targets,
+                                    assignor, self.image)
+        except AssignorError as exc:
+            raise _Refused(ErrorCode.unknown_server_error,
+                           f"Failed to compute a new target assignment for epoch "
+                           f"{group_epoch}: {exc}") from None
+        if pending is None:
+            return target, _KEEP, []
+        return target, None, [TimerOp(pending.timer_key, None)]
+
+    def _fallback_assignor(self) -> Assignor:
+        """The server-side assignor that stands in for a client-side one: the first
+        configured (group.consumer.assignors, default uniform)."""
+        return self._assignors[self.config.assignors[0]]
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str, epoch: int,
                         owned: Partitions | None) -> ConsumerMember:
@@ -513,6 +590,8 @@ class ConsumerCoordinator:
     # == timers ==============================================================================
     def on_timer(self, key: tuple, now_ms: int) -> Result:
         kind = key[0]
+        if kind == CLIENT_ASSIGNMENT:
+            return self._client_round_expired(key[1], key[2])
         if kind not in (SESSION, REVOCATION):
             return Result()
         group = self.groups.get(key[1])
@@ -523,6 +602,119 @@ class ConsumerCoordinator:
                                    or member.state is not MemberState.UNREVOKED_PARTITIONS):
             return Result()  # it moved on in time
         return self._fence(group, member)
+
+    # == client-side assignors (coterie extension; rules in client_assignment.py) ===========
+    def prepare_assignment(self, req: PrepareAssignmentRequest, now_ms: int) -> Result:
+        """ConsumerGroupPrepareAssignment: the group state for the member chosen to compute
+        the pending assignment; UNKNOWN_MEMBER_ID for anyone else (nothing to do)."""
+        try:
+            group = self._assignment_group(req.group_id, req.member_id, req.member_epoch)
+            pending = self._pending_round(group, req.member_id)
+        except _Refused as refused:
+            return Result(PrepareAssignmentResponse(refused.code, refused.message))
+        subscriptions = {mid: group.subscription_of(m) for mid, m in group.members.items()}
+        return Result(prepare_answer(pending, group.members, subscriptions, group.targets,
+                                     self.image))
+
+    def install_assignment(self, req: InstallAssignmentRequest, now_ms: int) -> Result:
+        """ConsumerGroupInstallAssignment: a valid assignment from the chosen member becomes
+        the target; an error or an invalid one makes the server-side fallback compute it."""
+        try:
+            group = self._assignment_group(req.group_id, req.member_id, req.member_epoch)
+            if req.group_epoch != group.group_epoch:
+                raise _Refused(ErrorCode.stale_member_epoch,
+                               f"The assignment is for group epoch {req.group_epoch}, but group "
+                               f"{group.group_id} is at epoch {group.group_epoch}.")
+            pending = self._pending_round(group, req.member_id)
+        except _Refused as refused:
+            return Result(InstallAssignmentResponse(refused.code, refused.message))
+        if req.error != INSTALL_OK:
+            return self._fall_back(group, pending, InstallAssignmentResponse(ErrorCode.none))
+        subscriptions = {mid: group.subscription_of(m) for mid, m in group.members.items()}
+        try:
+            assignment = validate(req.members, group.members, subscriptions, self.image)
+        except InvalidAssignment as exc:
+            return self._fall_back(group, pending, InstallAssignmentResponse(
+                ErrorCode.invalid_request,
+                f"Invalid assignment for group {group.group_id} at epoch {pending.group_epoch}: "
+                f"{exc}. The group falls back to the server-side assignor "
+                f"{self.config.assignors[0]}."))
+        target = compute_target(group.group_id, pending.group_epoch, group.members,
+                                subscriptions, dict(group.targets),
+                                InstalledAssignor(pending.assignor, assignment), self.image)
+        self.client_rounds.pop(group.group_id)
+        self._apply(target.records)
+        return Result(InstallAssignmentResponse(ErrorCode.none), records=target.records,
+                      timers=[TimerOp(pending.timer_key, None)])
+
+    def forget_round(self, group_id: str) -> list[TimerOp]:
+        """Drop a group's pending round (the group is deleted or becomes a classic group)."""
+        pending = self.client_rounds.pop(group_id)
+        return [] if pending is None else [TimerOp(pending.timer_key, None)]
+
+    def _assignment_group(self, group_id: str, member_id: str, epoch: int) -> ConsumerGroup:
+        """The checks both extension APIs start with (the KIP's order)."""
+        if _blank(group_id):
+            raise _Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
+        group = self.groups.get(group_id)
+        if group is None:
+            raise _Refused(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        member = group.members.get(member_id)
+        if member is None:
+            raise _Refused(ErrorCode.unknown_member_id,
+                           f"Member {member_id} is not a member of group {group_id}.")
+        if epoch != member.member_epoch:
+            raise _Refused(ErrorCode.stale_member_epoch,
+                           f"The received member epoch {epoch} does not match the expected "
+                           f"member epoch {member.member_epoch}.")
+        return group
+
+    def _pending_round(self, group: ConsumerGroup, member_id: str) -> PendingRound:
+        """The group's round for its current epoch, if `member_id` is the one chosen for it."""
+        pending = self.client_rounds.get(group.group_id)
+        if (pending is None or pending.group_epoch != group.group_epoch
+                or group.assignment_epoch >= group.group_epoch):
+            raise _Refused(ErrorCode.unknown_member_id,
+                           f"No client-side assignment of group {group.group_id} is pending "
+                           f"at group epoch {group.group_epoch}.")
+        if pending.member_id != member_id:
+            raise _Refused(ErrorCode.unknown_member_id,
+                           f"Member {member_id} is not the member chosen to compute the "
+                           f"assignment of group {group.group_id} at epoch "
+                           f"{pending.group_epoch}.")
+        return pending
+
+    def _fall_back(self, group: ConsumerGroup, pending: PendingRound,
+                   response: Any = None) -> Result:
+        """End the round: the server-side fallback computes the target for its epoch."""
+        self.client_rounds.pop(group.group_id)
+        timers = [TimerOp(pending.timer_key, None)]
+        subscriptions = {mid: group.subscription_of(m) for mid, m in group.members.items()}
+        try:
+            target = compute_target(group.group_id, group.group_epoch, group.members,
+                                    subscriptions, dict(group.targets),
+                                    self._fallback_assignor(), self.image)
+        except AssignorError as exc:
+            # Nothing written: the next heartbeat finds the group behind and opens a round.
+            if isinstance(response, InstallAssignmentResponse):
+                response = InstallAssignmentResponse(
+                    ErrorCode.unknown_server_error,
+                    f"Failed to compute a new target assignment for epoch "
+                    f"{group.group_epoch}: {exc}")
+            return Result(response, timers=timers)
+        self._apply(target.records)
+        return Result(response, records=target.records, timers=timers)
+
+    def _client_round_expired(self, group_id: str, group_epoch: int) -> Result:
+        pending = self.client_rounds.get(group_id)
+        if pending is None or pending.group_epoch != group_epoch:
+            return Result()  # installed, fallen back or replaced in time
+        group = self.groups.get(group_id)
+        if group is None or group.group_epoch != group_epoch:
+            # Gone, or moved on: the next heartbeat opens a round for the new epoch.
+            self.client_rounds.pop(group_id)
+            return Result()
+        return self._fall_back(group, pending)
 
     # == topic metadata ======================================================================
     def on_metadata_change(self, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo],
@@ -609,6 +801,7 @@ class ConsumerCoordinator:
         records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(group_id), None))
         records.append(Record(ConsumerGroupMetadataKey(group_id), None))
         self._apply(records)
+        self.client_rounds.pop(group_id)  # (its timer, if any, finds no round)
         return ErrorCode.none, records
 
 

@@ -34,9 +34,13 @@ Routing:
   becomes a classic group (`downgrade_records`); unless it was STABLE (everyone at the
   target), a rebalance starts at once.
 - OffsetCommit / OffsetFetch validation, by group type (Kafka 4.2's rules).
+- ConsumerGroupPrepareAssignment / ConsumerGroupInstallAssignment (coterie extensions for
+  client-side assignors, `client_assignment.py`): the consumer core; an id held by a classic
+  group is GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
 
 Timers are routed by the first element of their key: "session", "join", "sync", "pending"
-are the classic core's; "consumer-session", "consumer-revocation" the consumer core's;
+are the classic core's; "consumer-session", "consumer-revocation",
+"consumer-client-assignment" the consumer core's;
 "consumer-join", "consumer-sync" the classic members of consumer groups'.
 """
 
@@ -57,6 +61,13 @@ from coterie.group.classic_messages import (
     JoinGroupResponse,
     LeaveGroupRequest,
     SyncGroupRequest,
+)
+from coterie.group.client_assignment import (
+    CLIENT_ASSIGNMENT,
+    InstallAssignmentRequest,
+    InstallAssignmentResponse,
+    PrepareAssignmentRequest,
+    PrepareAssignmentResponse,
 )
 from coterie.group.consumer_classic import ClassicMembers
 from coterie.group.consumer_coordinator import (
@@ -85,7 +96,7 @@ from coterie.group.topic_image import TopicInfo
 
 UPGRADE_POLICIES = frozenset({"bidirectional", "upgrade"})
 DOWNGRADE_POLICIES = frozenset({"bidirectional", "downgrade"})
-CONSUMER_TIMERS = frozenset({SESSION, REVOCATION})
+CONSUMER_TIMERS = frozenset({SESSION, REVOCATION, CLIENT_ASSIGNMENT})
 CLASSIC_MEMBER_TIMERS = frozenset({CLASSIC_JOIN, CLASSIC_SYNC})
 
 
@@ -211,6 +222,19 @@ class GroupCoordinator:
         result.completed[:0] = handed.completed
         return result
 
+    # == client-side assignors (coterie extension) =============================================
+    def prepare_assignment(self, req: PrepareAssignmentRequest, now_ms: int) -> Result:
+        if req.group_id in self.classic.groups:
+            return Result(PrepareAssignmentResponse(
+                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."))
+        return self.consumer.prepare_assignment(req, now_ms)
+
+    def install_assignment(self, req: InstallAssignmentRequest, now_ms: int) -> Result:
+        if req.group_id in self.classic.groups:
+            return Result(InstallAssignmentResponse(
+                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."))
+        return self.consumer.install_assignment(req, now_ms)
+
     def _upgrade_refusal(self, group_id: str) -> str | None:
         """Why the classic group with members under `group_id` cannot be upgraded (Kafka
         4.2's words), or None."""
@@ -250,6 +274,7 @@ class GroupCoordinator:
         for member in group.members.values():
             timers += self.consumer._cancel_timers(group_id, member)
         timers += self.classic_members.forget_group(group_id)
+        timers += self.consumer.forget_round(group_id)
         for record in records:
             self.replay(record)
         adopted = self.classic.adopt(group_id, now_ms, rebalance=not stable,

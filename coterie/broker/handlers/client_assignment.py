@@ -1,0 +1,74 @@
+"""Coterie's extension APIs for client-side assignors (KIP-848's sketch, never shipped by
+Apache Kafka): ConsumerGroupPrepareAssignment (api key 32000) and
+ConsumerGroupInstallAssignment (32001), version 0.
+
+Each handler maps the kio entity (`coterie.wire.extensions`) onto the core's version-free
+dataclasses (`coterie.group.client_assignment`), runs it through the runtime's
+`GroupCoordinator`, lets the runtime persist whatever records it returns (an install writes
+the new target, a refused one the fallback's) before answering, and maps the answer back.
+The rules live in the core; docs/extensions.md describes the APIs for client authors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coterie.broker.context import RequestContext
+from coterie.broker.handlers.consumer_groups import ZERO_UUID
+from coterie.group.client_assignment import (
+    InstallAssignmentRequest,
+    InstallAssignmentResponse,
+    InstalledMember,
+    PrepareAssignmentRequest,
+    PrepareAssignmentResponse,
+)
+from coterie.group.consumer_messages import TopicPartitions
+
+LOADING = ErrorCode.coordinator_load_in_progress
+
+
+def _prepare_answer(ctx: RequestContext, r: PrepareAssignmentResponse) -> Any:
+    return ctx.respond({
+        "error_code": r.error, "error_message": r.error_message, "group_epoch": r.group_epoch,
+        "assignor_name": r.assignor_name,
+        "members": [{
+            "member_id": m.member_id, "member_epoch": m.member_epoch,
+            "instance_id": m.instance_id, "rack_id": m.rack_id,
+            "subscribed_topic_ids": list(m.subscribed_topic_ids),
+            "topic_partitions": [{"topic_id": t.topic_id, "partitions": list(t.partitions)}
+                                 for t in m.target],
+        } for m in r.members],
+        "topics": [{"topic_id": t.topic_id, "topic_name": t.name,
+                    "num_partitions": t.partitions} for t in r.topics],
+    })
+
+
+def prepare_assignment(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    if not runtime.loaded:
+        return _prepare_answer(ctx, PrepareAssignmentResponse(LOADING))
+    req = PrepareAssignmentRequest(request.group_id, request.member_id,
+                                   int(request.member_epoch))
+    result = runtime.coordinator.prepare_assignment(req, ctx.broker.now_ms())
+    return _prepare_answer(ctx, runtime.run(request.group_id, result))
+
+
+def _install_answer(ctx: RequestContext, r: InstallAssignmentResponse) -> Any:
+    return ctx.respond({"error_code": r.error, "error_message": r.error_message})
+
+
+def install_assignment(ctx: RequestContext, request: Any) -> Any:
+    runtime = ctx.broker.groups
+    if not runtime.loaded:
+        return _install_answer(ctx, InstallAssignmentResponse(LOADING))
+    req = InstallAssignmentRequest(
+        group_id=request.group_id, member_id=request.member_id,
+        member_epoch=int(request.member_epoch), group_epoch=int(request.group_epoch),
+        error=int(request.error),
+        members=tuple(InstalledMember(m.member_id, tuple(
+            TopicPartitions(t.topic_id or ZERO_UUID, tuple(int(p) for p in t.partitions))
+            for t in m.partitions)) for m in request.members))
+    result = runtime.coordinator.install_assignment(req, ctx.broker.now_ms())
+    return _install_answer(ctx, runtime.run(request.group_id, result))
