@@ -520,12 +520,20 @@ def _auto_create(conn: RawConnection, name: str) -> None:
 
 
 def _classic_join(conn: RawConnection, group: str, member_id: str = "",
-                  protocol_type: str = "other") -> Any:
-    return conn.request(JoinGroupRequest(
-        group_id=group, session_timeout=datetime.timedelta(milliseconds=30_000),
-        rebalance_timeout=datetime.timedelta(milliseconds=10_000), member_id=member_id,
-        protocol_type=protocol_type,
-        protocols=(JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01"),)))
+                  protocol_type: str = "other", timeout: float = 30.0) -> Any:
+    """JoinGroup, retried while the coordinator is not ready yet: Kafka answers
+    FindCoordinator before it has loaded the group's partition, and a JoinGroup sent in
+    between gets NOT_COORDINATOR."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = conn.request(JoinGroupRequest(
+            group_id=group, session_timeout=datetime.timedelta(milliseconds=30_000),
+            rebalance_timeout=datetime.timedelta(milliseconds=10_000), member_id=member_id,
+            protocol_type=protocol_type,
+            protocols=(JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01"),)))
+        if answer.error_code not in RETRIABLE or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.2)
 
 
 # -- 5. one namespace with classic groups ---------------------------------------------------------
