@@ -24,6 +24,10 @@ DEFAULTS: dict[str, str] = {
     "log.retention.check.interval.ms": str(5 * 60 * 1000),
     "log.flush.scheduler.interval.ms": "1000",
     "queued.max.requests": "500",
+    # The group-event stream (coterie.broker.group_events).
+    "group.events.enable": "true",
+    "group.events.retention.ms": str(7 * 24 * 60 * 60 * 1000),
+    "group.events.partitions": "1",
 }
 
 
@@ -105,6 +109,11 @@ class BrokerConfig:
                     "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms"):
             self.get_int(key)
         self.get_bool("auto.create.topics.enable")
+        self.get_bool("group.events.enable")
+        if self.get_int("group.events.partitions") <= 0:
+            raise ConfigError("group.events.partitions must be positive")
+        if self.get_int("group.events.retention.ms") < -1:
+            raise ConfigError("group.events.retention.ms must be -1 (forever) or more")
         if self.num_partitions <= 0:
             raise ConfigError(f"num.partitions must be positive, got {self.num_partitions}")
         if self.socket_request_max_bytes <= 0:

@@ -42,6 +42,7 @@ from kio.records.schema import Record as WireRecord
 from kio.records.writers import write_new_batch
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.group_events import GroupEventPublisher
 from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
 from coterie.group.classic_messages import JoinGroupResponse, SyncGroupResponse
 from coterie.group.consumer_coordinator import ConsumerCoordinator
@@ -71,6 +72,9 @@ GROUP_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "3000",
     "group.max.size": str(2**31 - 1),
     "group.classic.max.member.metadata.bytes": str(1024 * 1024),
+    # coterie extension: how long the member chosen to compute a client-side assignment has
+    # to install it before the server-side fallback does (docs/extensions.md).
+    "group.consumer.client.assignment.timeout.ms": "10000",
 }
 
 
@@ -110,8 +114,9 @@ class GroupRuntime:
             max_size=self._int("group.max.size"),
             max_metadata_bytes=self._int("group.classic.max.member.metadata.bytes"),
         ), self._new_member_id)
-        self.consumer = ConsumerCoordinator(broker.config.consumer_group_config(),
-                                            self._new_consumer_member_id)
+        self.consumer = ConsumerCoordinator(
+            broker.config.consumer_group_config(), self._new_consumer_member_id,
+            client_assignment_timeout_ms=self._int("group.consumer.client.assignment.timeout.ms"))
         self.coordinator = GroupCoordinator(self.classic, self.consumer)
         self.offsets = OffsetStore()
         self.loaded = False
@@ -121,6 +126,8 @@ class GroupRuntime:
         # The compacted view of __consumer_offsets: the last value of every live key, per
         # partition. Compaction rewrites it as a snapshot and drops the history before it.
         self._live: dict[int, dict[Any, Record]] = {}
+        # Every group change, as JSON events in __group_events (coterie.broker.group_events).
+        self.events = GroupEventPublisher(self)
 
     def _int(self, key: str) -> int:
         return int(self.props[key])
@@ -156,6 +163,7 @@ class GroupRuntime:
             })
         else:
             self.num_partitions = logs.topics[OFFSETS_TOPIC].partitions
+        self.events.ensure_topic()
 
     async def load(self) -> None:
         """Replay every partition of __consumer_offsets, yielding to the loop as it goes so
@@ -197,6 +205,7 @@ class GroupRuntime:
                 await asyncio.sleep(0)
         self._apply_timers(self.coordinator.timers_after_load(self.broker.now_ms()))
         self.loaded = True
+        self.events.prime()
         self.topics_changed()
         log.info("loaded %d group records (%d of unknown types skipped) from %s in %d ms: "
                  "%d classic groups, %d consumer groups, %d groups with offsets", count,
@@ -293,6 +302,7 @@ class GroupRuntime:
             self._restore(group_id)
         for token, answer in completed:
             self._resolve(token, answer)
+        self.events.observe(group_id)
         return response
 
     def _restore(self, group_id: str) -> None:
@@ -332,6 +342,8 @@ class GroupRuntime:
             self._remember(record)
             if isinstance(record.key, OffsetCommitKey):
                 self.offsets.replay(record)
+        if not all(isinstance(r.key, OffsetCommitKey) for r in records):
+            self.events.observe(group_id)  # e.g. DeleteGroups, which persists directly
 
     def _append(self, index: int, records: list[Record]) -> None:
         now = self.broker.now_ms()
@@ -369,6 +381,7 @@ class GroupRuntime:
     def _fire(self, key: tuple) -> None:
         self._timers.pop(key, None)
         group_id = key[1]
+        self.events.cause = str(key[0])  # why members a timer removes went
         try:
             self.run(group_id, self.coordinator.on_timer(key, self.broker.now_ms()))
         except Exception:

@@ -1,0 +1,146 @@
+"""The group-event stream: every group change as one JSON record in `__group_events`.
+
+`coterie.group.events` derives the events (pure); this module is the I/O around it: it
+snapshots a group after each coordinator operation, asks the deriver what changed, encodes
+each event as one JSON object (key: the group id, so every group's events stay in order on
+one partition) and appends them as one record batch to `__group_events`, a normal
+delete-policy topic with bounded retention that any Kafka client, or the Spark source, reads.
+
+Settings (broker properties):
+
+    group.events.enable        true   publish events at all
+    group.events.retention.ms  604800000 (7 days)  the topic's retention.ms at creation
+    group.events.partitions    1      partitions at creation
+
+The topic is created at start-up with those settings; an existing topic is left as it is
+(alter it with any admin tool). Publishing never fails a group operation: an error is logged
+and the events of that operation are dropped.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kio.records.schema import NewRecordBatch
+from kio.records.schema import Record as WireRecord
+from kio.records.writers import write_new_batch
+
+from coterie.group.events import Event, EventDeriver, classic_snapshot, consumer_snapshot
+
+if TYPE_CHECKING:
+    from coterie.broker.groups import GroupRuntime
+
+log = logging.getLogger("coterie.group_events")
+
+EVENTS_TOPIC = "__group_events"
+EVENTS_DEFAULTS = {
+    "group.events.enable": "true",
+    "group.events.retention.ms": str(7 * 24 * 60 * 60 * 1000),
+    "group.events.partitions": "1",
+}
+
+
+def encode_event(event: Event) -> bytes:
+    """One event as compact JSON (UTF-8, keys in a fixed order)."""
+    return json.dumps(event, separators=(",", ":"), default=str).encode()
+
+
+class GroupEventPublisher:
+    """Watches a GroupRuntime's groups and appends what changed to `__group_events`."""
+
+    def __init__(self, runtime: GroupRuntime) -> None:
+        self.runtime = runtime
+        props = {**EVENTS_DEFAULTS, **runtime.broker.config.props}
+        self.enabled = props["group.events.enable"].strip().lower() == "true"
+        self.retention_ms = int(props["group.events.retention.ms"])
+        self.partitions = max(1, int(props["group.events.partitions"]))
+        self.deriver = EventDeriver()
+        # The kind of timer being fired, if any: it says why members went (fenced, not left).
+        self.cause: str | None = None
+        # A cheap fingerprint of each group as last observed: most operations (heartbeats)
+        # change nothing, and then no snapshot is taken at all.
+        self._fingerprints: dict[str, Any] = {}
+
+    # -- start-up ---------------------------------------------------------------------------
+    def ensure_topic(self) -> None:
+        if not self.enabled:
+            return
+        logs = self.runtime.broker.logs
+        if EVENTS_TOPIC in logs.topics:
+            self.partitions = logs.topics[EVENTS_TOPIC].partitions
+            return
+        self.runtime.broker.create_topic(EVENTS_TOPIC, self.partitions, {
+            "cleanup.policy": "delete",
+            "retention.ms": str(self.retention_ms),
+        })
+
+    def prime(self) -> None:
+        """After loading: take every loaded group as known, so a restart is not news."""
+        if not self.enabled:
+            return
+        for gid in list(self.runtime.classic.groups) + list(self.runtime.consumer.groups):
+            self.deriver.prime(gid, self._snapshot(gid))
+            self._fingerprints[gid] = self._fingerprint(gid)
+
+    # -- publishing -------------------------------------------------------------------------
+    def _fingerprint(self, group_id: str) -> Any:
+        """Equal whenever the group's snapshot would be: consumer members are immutable
+        values replaced on every change, and a classic group's assignments only change with
+        its state; tuples compare their items by identity first, so this is cheap."""
+        group = self.runtime.consumer.groups.get(group_id)
+        if group is not None:
+            return (group.group_epoch, group.assignment_epoch, tuple(group.members.values()))
+        classic = self.runtime.classic.groups.get(group_id)
+        if classic is None:
+            return None
+        return (classic.state, classic.generation, classic.leader, classic.protocol,
+                tuple(classic.members), tuple(m.assignment for m in classic.members.values()))
+
+    def _snapshot(self, group_id: str) -> Any:
+        group = self.runtime.consumer.groups.get(group_id)
+        if group is not None:
+            return consumer_snapshot(group)
+        classic = self.runtime.classic.groups.get(group_id)
+        return None if classic is None else classic_snapshot(classic)
+
+    def observe(self, group_id: str) -> None:
+        """Publish whatever changed in `group_id` since it was last observed. Never raises."""
+        if not self.enabled or not self.runtime.loaded:
+            return
+        cause, self.cause = self.cause, None
+        try:
+            fingerprint = self._fingerprint(group_id)
+            if group_id in self._fingerprints and self._fingerprints[group_id] == fingerprint:
+                return
+            self._fingerprints[group_id] = fingerprint
+            if fingerprint is None:
+                del self._fingerprints[group_id]
+            now = self.runtime.broker.now_ms()
+            events = self.deriver.observe(group_id, self._snapshot(group_id), now, cause,
+                                          self.runtime.consumer.image.name_of)
+            if events:
+                self.publish(group_id, events, now)
+        except Exception:
+            log.exception("could not publish the events of group %s", group_id)
+
+    def publish(self, group_id: str, events: list[Event], now_ms: int) -> None:
+        from coterie.broker.groups import partition_for
+
+        index = partition_for(group_id, self.partitions)
+        part = self.runtime.broker.logs.partition(EVENTS_TOPIC, index)
+        if part is None:
+            raise RuntimeError(f"{EVENTS_TOPIC}-{index} is missing")
+        stamp = datetime.datetime.fromtimestamp(now_ms / 1000, datetime.UTC)
+        key = group_id.encode()
+        wire = tuple(WireRecord(attributes=0, timestamp=stamp, offset=i, key=key,
+                                value=encode_event(e), headers=())
+                     for i, e in enumerate(events))
+        buf = io.BytesIO()
+        write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1,
+                                            base_sequence=-1, records=wire, attributes=0))
+        part.append(buf.getvalue(), 0, now_ms)
+        self.runtime.broker.waiters.notify(EVENTS_TOPIC, index)
