@@ -31,3 +31,16 @@ lint: test-venv
 
 clean:
 	rm -rf $(VENV) data .pytest_cache
+
+# The two Spark pipeline jobs (docs/spark-pipelines.md) against a running broker
+# (`make run`); needs the spark extra and Java 17. MASTER=spark://... for a cluster.
+BOOTSTRAP ?= $(HOST):$(PORT)
+MASTER    ?= local[2]
+OUT       ?= ./out
+.PHONY: clickstream rebalance-analytics
+clickstream:
+	$(BIN)/python -m coterie.spark.jobs.clickstream run --bootstrap-servers $(BOOTSTRAP) \
+		--master '$(MASTER)' --output $(OUT)/clicks
+rebalance-analytics:
+	$(BIN)/python -m coterie.spark.jobs.rebalance_analytics --bootstrap-servers $(BOOTSTRAP) \
+		--master '$(MASTER)' --output $(OUT)/rebalances
