@@ -32,18 +32,23 @@ balance within one among them. With overlapping, unequal subscriptions the group
 may stay further apart (Kafka's own example: loads 9, 10, 11 for A{t1}, B{t1, t2}, C{t2}).
 
 Cost. Step 1 is C-level set operations over the owned partitions. Step 2 handles unowned
-partitions one by one, and sorts the subscribers of each topic that has some: O(S log S)
-per such topic, which dominates a first assignment with many topics (about 40 us per topic
-of 2,000 subscribers). In step 3 the loads of a topic's subscribers are checked with C-level
-max/min (remembered per subscriber list until something moves), so balanced topics cost no
-sorting, and partition owners are indexed only for the subscribers of topics that need
-balancing.
+partitions one by one. It needs each topic's subscribers in (load, number) order; sorting
+them per topic would cost O(S log S) per topic (about 40 us for 2,000 subscribers, most of
+a first assignment with 1,000 topics), so a subscriber list shared by several topics keeps
+that order in a `_Ladder` (members by load level) from one topic to the next: a topic with
+P unowned partitions then costs O(P) plus the shifting of the levels it touches. A ladder
+is rebuilt by sorting only when members of its list gained through another list (lists
+that overlap); a list used by one topic is simply sorted. In step 3 the loads of a topic's
+subscribers are checked with C-level max/min (remembered per subscriber list until
+something moves), so balanced topics cost no sorting, and partition owners are indexed only
+for the subscribers of topics that need balancing.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import groupby, repeat
 
 from coterie.assign.spec import TopicPartition
 from coterie.assign.uniform_partitions import TopicShape, claim, topic_partitions, universe
@@ -69,8 +74,16 @@ class _Builder:
         self.counts = partition_counts
         classes: dict[frozenset[str], list[int]] = {}
         for i, subs in enumerate(subscriptions):
-            classes.setdefault(subs, []).append(i)
-        self.subscribers = _subscribers_by_topic(classes)
+            members = classes.get(subs)
+            if members is None:
+                classes[subs] = [i]
+            else:
+                members.append(i)
+        self.subscribers, self.topic_classes = _subscribers_by_topic(classes)
+        # A version per class (distinct subscription, numbered in first-member order) that
+        # moves whenever a member of the class gains in step 2 (see `_Ladder`).
+        self.classes = classes
+        self.class_versions = [0] * len(classes)
         self.everything = universe(self._shape(self.subscribers))
         claims = claim(owned, self.everything.members, generations,
                        [(universe(self._shape(subs)).members, members)
@@ -98,8 +111,11 @@ class _Builder:
     def build(self) -> list[frozenset[TopicPartition]]:
         self.hand_out()
         self.balance()
-        final = list(self.kept)
         removed = self.removed
+        if not removed:
+            return [(kept.union(gained) if kept else frozenset(gained)) if gained else kept
+                    for kept, gained in zip(self.kept, self.gained, strict=True)]
+        final = list(self.kept)
         for i, gained in enumerate(self.gained):
             if gained:
                 kept = final[i] if i not in removed else final[i] - removed[i]
@@ -124,14 +140,71 @@ class _Builder:
                 lists.setdefault(t, []).append(p)
             by_topic = lists
         loads, gained = self.loads, self.gained
+        versions = self.class_versions
+        member_class: list[int] = []  # member -> class number, made when first needed
+        ladders = self.ladders(by_topic)
         for topic in sorted(by_topic, key=self.topic_order):
-            order = sorted(self.subscribers[topic], key=loads.__getitem__)
             partitions = by_topic[topic]
+            count = len(partitions)
+            ladder = ladders.get(topic)
+            if ladder is None:
+                order = sorted(self.subscribers[topic], key=loads.__getitem__)
+            else:
+                if ladder.stamp != ladder.versions(versions):
+                    ladder.rebuild(self.subscribers[topic], loads)
+                order = ladder.prefix(count)
             tps = topic_partitions(topic, self.counts[topic])
-            for members, at in _water_fill(order, loads, len(partitions)):
-                for member, p in zip(members, partitions[at:at + len(members)], strict=True):
-                    gained[member].append(tps[p])
-                    loads[member] += 1
+            whole = isinstance(partitions, range)
+            widest = 0
+            rounds = _water_fill(order, loads, count)
+            for members, at, level in rounds:
+                width = len(members)
+                widest = max(widest, width)
+                chunk = (tps[at:at + width] if whole
+                         else map(tps.__getitem__, partitions[at:at + width]))
+                # Plain loops: CPython 3.11 runs these faster than map() over bound methods.
+                for member, tp in zip(members, chunk, strict=True):
+                    gained[member].append(tp)
+                raised = level + 1
+                for member in members:
+                    loads[member] = raised
+            touched = order[:widest]
+            classes = self.topic_classes[topic]
+            if len(classes) > 1:
+                if not member_class:
+                    member_class = self.member_classes()
+                classes = tuple(set(map(member_class.__getitem__, touched)))
+            for c in classes:
+                versions[c] += 1
+            if ladder is not None:
+                ladder.advance(touched, loads, len(rounds) == 1)
+                ladder.stamp = ladder.versions(versions)
+
+    def member_classes(self) -> list[int]:
+        """Member number -> class number."""
+        out = [0] * len(self.kept)
+        for c, members in enumerate(self.classes.values()):
+            for i in members:
+                out[i] = c
+        return out
+
+    def ladders(self, by_topic: dict[str, Sequence[int]]) -> dict[str, _Ladder]:
+        """A ladder for each topic of `by_topic` whose subscriber list is shared with another
+        topic of `by_topic` (one ladder per list); topics alone with their list sort it."""
+        uses: dict[int, int] = {}
+        for t in by_topic:
+            key = id(self.subscribers[t])
+            uses[key] = uses.get(key, 0) + 1
+        made: dict[int, _Ladder] = {}
+        out: dict[str, _Ladder] = {}
+        for t in by_topic:
+            key = id(self.subscribers[t])
+            if uses[key] > 1:
+                ladder = made.get(key)
+                if ladder is None:
+                    ladder = made[key] = _Ladder(self.topic_classes[t])
+                out[t] = ladder
+        return out
 
     # -- step 3 --------------------------------------------------------------------------
 
@@ -217,17 +290,22 @@ class _Builder:
         self.moves += 1
 
 
-def _subscribers_by_topic(classes: dict[frozenset[str], list[int]]) -> dict[str, list[int]]:
+def _subscribers_by_topic(classes: dict[frozenset[str], list[int]]
+                          ) -> tuple[dict[str, list[int]], dict[str, tuple[int, ...]]]:
     """Topic -> its subscribers' numbers, ascending, given the members of each distinct
-    subscription. Topics with exactly the same subscribers share one list object (which
-    `_Builder.imbalance` relies on to remember spreads)."""
+    subscription; and topic -> the numbers of the subscriptions (classes, numbered in
+    `classes` order) those subscribers come from. Topics with exactly the same subscribers
+    share one list object (which `_Builder.imbalance` and `_Builder.ladders` rely on)."""
+    number = {subs: c for c, subs in enumerate(classes)}
     topic_classes: dict[str, list[frozenset[str]]] = {}
     for subs in classes:
         for topic in subs:
             topic_classes.setdefault(topic, []).append(subs)
     merged: dict[tuple[frozenset[str], ...], list[int]] = {}
     out: dict[str, list[int]] = {}
+    class_numbers: dict[str, tuple[int, ...]] = {}
     for topic, cls in topic_classes.items():
+        class_numbers[topic] = tuple(number[c] for c in cls)
         if len(cls) == 1:
             out[topic] = classes[cls[0]]
             continue
@@ -236,28 +314,109 @@ def _subscribers_by_topic(classes: dict[frozenset[str], list[int]]) -> dict[str,
         if members is None:
             members = merged[key] = sorted(i for c in cls for i in classes[c])
         out[topic] = members
-    return out
+    return out, class_numbers
 
 
-def _water_fill(order: list[int], loads: list[int], count: int) -> list[tuple[list[int], int]]:
-    """Rounds (members, first item) dealing `count` items, one per member of a round, to
-    the members of `order` (sorted by load, then number) as Kafka's least loaded walk does:
-    a round covers the members whose initial load the round's level has reached. Only
-    members inside the rounds gain, so the loads read past them are the initial ones."""
-    rounds: list[tuple[list[int], int]] = []
+class _Ladder:
+    """The members of one subscriber list in (load, member number) order, kept level by
+    level (load -> members ascending) across the topics that share the list.
+
+    Why: step 2 deals each topic's partitions to its subscribers in that order. Sorting a
+    list of S subscribers per topic costs O(S log S) even when the topic has far fewer
+    partitions than S; a ladder yields the first `count` members in O(count) and, after the
+    hand-out, moves only the members that gained. It is valid while no member of the list
+    gained in another list's hand-out: `stamp` holds the versions of the list's classes when
+    it was last brought up to date, and a stale ladder is rebuilt by sorting."""
+
+    __slots__ = ("classes", "keys", "levels", "stamp")
+
+    def __init__(self, classes: tuple[int, ...]) -> None:
+        self.classes = classes
+        self.levels: dict[int, list[int]] = {}
+        self.keys: list[int] = []  # the loads present in `levels`, ascending
+        self.stamp: tuple[int, ...] | None = None
+
+    def versions(self, class_versions: list[int]) -> tuple[int, ...]:
+        return tuple(map(class_versions.__getitem__, self.classes))
+
+    def rebuild(self, subs: list[int], loads: list[int]) -> None:
+        by_load = loads.__getitem__
+        self.levels = {load: list(group)
+                       for load, group in groupby(sorted(subs, key=by_load), key=by_load)}
+        self.keys = list(self.levels)
+
+    def prefix(self, count: int) -> list[int]:
+        """The first `count` members in (load, number) order (all of them if fewer)."""
+        out: list[int] = []
+        levels = self.levels
+        for load in self.keys:
+            level = levels[load]
+            if len(out) + len(level) >= count:
+                out += level[:count - len(out)]
+                break
+            out += level
+        return out
+
+    def advance(self, touched: list[int], loads: list[int], one_level: bool) -> None:
+        """`touched`, the first members in ladder order, now have the loads in `loads`;
+        `one_level`: they all came from the lowest level and went one up (so they are
+        still in number order and share one load)."""
+        if not touched:
+            return
+        keys, levels = self.keys, self.levels
+        left = len(touched)
+        emptied = 0
+        for load in keys:
+            level = levels[load]
+            if len(level) > left:
+                del level[:left]
+                break
+            del levels[load]
+            emptied += 1
+            left -= len(level)
+            if left == 0:
+                break
+        del keys[:emptied]
+        by_load = loads.__getitem__
+        groups = ([(by_load(touched[0]), touched)] if one_level else
+                  [(load, sorted(group))
+                   for load, group in groupby(sorted(touched, key=by_load), key=by_load)])
+        for load, group in groups:
+            level = levels.get(load)
+            if level is None:
+                levels[load] = list(group)
+                insort(keys, load)
+            else:
+                # Often every newcomer has a higher number than the level's members (the
+                # level fills in number order): then appending keeps the order.
+                fits = level[-1] < group[0]
+                level += group
+                if not fits:
+                    level.sort()
+
+
+def _water_fill(order: list[int], loads: list[int],
+                count: int) -> list[tuple[list[int], int, int]]:
+    """Rounds (members, first item, level) dealing `count` items, one per member of a round,
+    to the members of `order` (sorted by load, then number) as Kafka's least loaded walk
+    does: a round covers the members whose initial load the round's level has reached, and
+    each of them is at that level when the round starts (one item takes it a level up).
+    Only members inside the rounds gain, so the loads read past them are the initial ones."""
+    rounds: list[tuple[list[int], int, int]] = []
     n = len(order)
-    level = loads[order[0]] - 1
+    by_load = loads.__getitem__
+    level = by_load(order[0]) - 1
     reach = 0
     at = 0
     while at < count:
         level += 1
         # A round never needs more members than items are left: the walk stops growing
-        # the range there (the round is the last one anyway).
+        # the range there (the round is the last one anyway). Past `reach` every load is
+        # at least `level`, so the members at `level` are those up to the first above it.
         left = count - at
-        while reach < n and reach < left and loads[order[reach]] == level:
-            reach += 1
+        reach = bisect_right(order, level, reach, max(reach, min(n, left)), key=by_load)
         take = min(reach, left)
-        rounds.append((order[:take], at))
+        rounds.append((order[:take], at, level))
         at += take
     return rounds
 

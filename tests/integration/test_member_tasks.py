@@ -77,7 +77,8 @@ def test_tasks_spread_by_capacity_and_move_when_a_worker_leaves(group_broker: Ta
             await w.start()
         await eventually(lambda: covered_once(ws, TASKS), "12 tasks on 3 workers", 30)
         assert [len(w.tasks) for w in ws] == [3, 3, 6]
-        assert sorted(ledger.running) == sorted(TASKS)
+        # Task coroutines start just after the assignment is taken: wait for them.
+        await eventually(lambda: sorted(ledger.running) == sorted(TASKS), "every task running", 10)
         before = {id(w): set(w.tasks) for w in ws}
         await ws[2].close()
         rest = ws[:2]
@@ -85,6 +86,8 @@ def test_tasks_spread_by_capacity_and_move_when_a_worker_leaves(group_broker: Ta
                          all(len(w.tasks) == 6 for w in rest), "tasks to move", 30)
         for w in rest:
             assert before[id(w)] <= set(w.tasks)  # the survivors kept what they ran
+        await eventually(lambda: sorted(ledger.running) == sorted(TASKS), "moved tasks running",
+                         10)
         assert {ledger.running[t] for t in TASKS} == {"w0", "w1"}
         for w in rest:
             await w.close()
