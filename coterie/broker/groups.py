@@ -29,6 +29,7 @@ import asyncio
 import base64
 import dataclasses
 import datetime
+import gc
 import io
 import itertools
 import logging
@@ -121,6 +122,9 @@ class GroupRuntime:
         self.offsets = OffsetStore()
         self.loaded = False
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        # Per armed timer: the deadline its handle was armed for, and the one now wanted.
+        self._armed: dict[tuple, int] = {}
+        self._deadlines: dict[tuple, int] = {}
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._tokens = itertools.count(1)
         # The compacted view of __consumer_offsets: the last value of every live key, per
@@ -205,6 +209,9 @@ class GroupRuntime:
                 await asyncio.sleep(0)
         self._apply_timers(self.coordinator.timers_after_load(self.broker.now_ms()))
         self.loaded = True
+        # What loading built lives as long as the broker: move it out of the collector's
+        # reach, so later full collections (pauses felt as p99 latency) do not walk it.
+        gc.freeze()
         self.events.prime()
         self.topics_changed()
         log.info("loaded %d group records (%d of unknown types skipped) from %s in %d ms: "
@@ -302,7 +309,10 @@ class GroupRuntime:
             self._restore(group_id)
         for token, answer in completed:
             self._resolve(token, answer)
-        self.events.observe(group_id)
+        if result.records or group_id not in self.consumer.groups:
+            # A consumer group changes only by records, so a heartbeat that wrote none has
+            # nothing to publish; classic groups also change state without records.
+            self.events.observe(group_id)
         return response
 
     def _restore(self, group_id: str) -> None:
@@ -368,18 +378,40 @@ class GroupRuntime:
             fut.set_result(answer)
 
     def _apply_timers(self, ops: list[TimerOp]) -> None:
-        loop = asyncio.get_running_loop()
+        """Arm and cancel the core's timers. A timer pushed later (every heartbeat pushes its
+        member's session timer) keeps its armed handle and only records the new deadline:
+        when the handle fires early, `_fire` re-arms it for the rest. That saves a cancel
+        and a new loop timer per heartbeat."""
+        loop: asyncio.AbstractEventLoop | None = None
         now = self.broker.now_ms()
         for op in ops:
-            handle = self._timers.pop(op.key, None)
+            key, deadline = op.key, op.deadline_ms
+            handle = self._timers.get(key)
+            if deadline is not None and handle is not None and self._armed[key] <= deadline:
+                self._deadlines[key] = deadline
+                continue
             if handle is not None:
                 handle.cancel()
-            if op.deadline_ms is not None:
-                delay = max(0.0, (op.deadline_ms - now) / 1000)
-                self._timers[op.key] = loop.call_later(delay, self._fire, op.key)
+                del self._timers[key]
+                self._armed.pop(key, None)
+                self._deadlines.pop(key, None)
+            if deadline is not None:
+                loop = loop or asyncio.get_running_loop()
+                self._arm(loop, key, deadline, now)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, key: tuple, deadline: int,
+             now: int) -> None:
+        self._armed[key] = self._deadlines[key] = deadline
+        self._timers[key] = loop.call_later(max(0.0, (deadline - now) / 1000), self._fire, key)
 
     def _fire(self, key: tuple) -> None:
         self._timers.pop(key, None)
+        self._armed.pop(key, None)
+        deadline = self._deadlines.pop(key, None)
+        now = self.broker.now_ms()
+        if deadline is not None and deadline > now:  # pushed back since it was armed
+            self._arm(asyncio.get_running_loop(), key, deadline, now)
+            return
         group_id = key[1]
         self.events.cause = str(key[0])  # why members a timer removes went
         try:
@@ -431,3 +463,5 @@ class GroupRuntime:
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
+        self._armed.clear()
+        self._deadlines.clear()

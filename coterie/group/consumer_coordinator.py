@@ -60,6 +60,7 @@ import binascii
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -210,9 +211,14 @@ class ConsumerCoordinator:
         return ops
 
     # == ConsumerGroupHeartbeat ==============================================================
-    def heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
+    def heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int,
+                  validated: bool = False) -> Result:
+        """One ConsumerGroupHeartbeat. `validated`: the caller already had `check` accept
+        this very request (the facade does, to answer before looking for a classic group),
+        so the face checks are not run twice."""
         try:
-            self._validate(req)
+            if not validated:
+                self._validate(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return self._leave(req, now_ms)
             return self._heartbeat(req, now_ms)
@@ -808,11 +814,16 @@ class ConsumerCoordinator:
 
 # -- helpers ------------------------------------------------------------------------------------
 
+# What Java's String.trim() removes: every character up to U+0020.
+_JAVA_TRIMMED = "".join(map(chr, range(33)))
+
+
 def _blank(value: str) -> bool:
     """Java's String.trim().isEmpty(): only characters up to U+0020."""
-    return not value.lstrip("".join(map(chr, range(33))))
+    return not value.lstrip(_JAVA_TRIMMED)
 
 
+@lru_cache(maxsize=65536)
 def _is_uuid(member_id: str) -> bool:
     """A Kafka Uuid string (22 characters of base64, URL-safe as the Java client writes it or
     standard as librdkafka does, no padding) or the canonical 36-character form."""
@@ -863,6 +874,12 @@ def _check_epoch(member: ConsumerMember, epoch: int, owned: Partitions | None) -
 
 def _updated(member: ConsumerMember, req: ConsumerHeartbeatRequest) -> ConsumerMember:
     """The member with what the request changed (None, or -1, means unchanged)."""
+    if (req.subscribed_topic_names is None and req.subscribed_topic_regex is None
+            and req.instance_id is None and req.rack_id is None
+            and req.rebalance_timeout_ms == -1 and req.server_assignor is None
+            and req.client_id == member.client_id and req.client_host == member.client_host
+            and member.classic is None):
+        return member  # the steady-state heartbeat: nothing to change, nothing to copy
     names = member.subscribed_topic_names
     if req.subscribed_topic_names is not None:
         names = frozenset(req.subscribed_topic_names)

@@ -189,7 +189,7 @@ class GroupCoordinator:
         gid = req.group_id
         classic_group = self.classic.groups.get(gid)
         if classic_group is None:
-            result = self.consumer.heartbeat(req, now_ms)
+            result = self.consumer.heartbeat(req, now_ms, validated=True)
             return self._maybe_downgrade(gid, result, now_ms)
         if req.member_epoch != JOIN_EPOCH:
             return _not_found(f"Group {gid} is not a consumer group.")
@@ -205,7 +205,7 @@ class GroupCoordinator:
                 return _not_found(str(exc))
         for record in conversion:
             self.replay(record)
-        result = self.consumer.heartbeat(req, now_ms)
+        result = self.consumer.heartbeat(req, now_ms, validated=True)
         response = result.response
         if response is None or response.error != ErrorCode.none:
             # The join is refused: nothing changes, the classic group stays as it was.
