@@ -72,8 +72,9 @@ class Decoded:
     next_offset: int  # after the last complete batch; `from_offset` if there was none
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at `pos` -> (value, position after it)."""
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at `pos` -> (value, position after it). Shared with the Spark
+    source's column decoder (coterie.spark.columns)."""
     shift = 0
     raw = 0
     while True:
@@ -90,7 +91,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    size, pos = _varint(buf, pos)
+    size, pos = read_varint(buf, pos)
     if size < 0:
         return None, pos
     end = pos + size
@@ -105,16 +106,16 @@ def _records(body: bytes, count: int, topic: str, partition: int, base_offset: i
     out: list[ConsumerRecord] = []
     pos = 0
     for _ in range(count):
-        length, pos = _varint(body, pos)
+        length, pos = read_varint(body, pos)
         end = pos + length
         if length < 0 or end > len(body):
             raise RecordDecodeError(f"record of {length} bytes overruns its batch")
         pos += 1  # record attributes: unused
-        ts_delta, pos = _varint(body, pos)
-        offset_delta, pos = _varint(body, pos)
+        ts_delta, pos = read_varint(body, pos)
+        offset_delta, pos = read_varint(body, pos)
         key, pos = _bytes(body, pos)
         value, pos = _bytes(body, pos)
-        n_headers, pos = _varint(body, pos)
+        n_headers, pos = read_varint(body, pos)
         if n_headers < 0:
             raise RecordDecodeError(f"negative header count {n_headers}")
         headers: list[Header] = []

@@ -25,7 +25,7 @@ import crc32c
 import pyarrow as pa
 
 from coterie.client.compression import decompress
-from coterie.client.records import CREATE_TIME, LOG_APPEND_TIME, RecordDecodeError
+from coterie.client.records import CREATE_TIME, LOG_APPEND_TIME, RecordDecodeError, read_varint
 from coterie.log.batch import (
     CRC_START,
     HEADER_SIZE,
@@ -77,22 +77,6 @@ class Columns:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at `pos` (the multi-byte case) -> (value, position after it)."""
-    shift = raw = 0
-    while True:
-        if pos >= len(buf):
-            raise RecordDecodeError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordDecodeError("varint longer than 10 bytes")
-
-
 def _records(body: bytes, count: int, base_offset: int, base_timestamp: int,
              append_time: int | None, from_offset: int, end_offset: int, out: Columns) -> None:
     offsets, timestamps, kinds = out.offsets, out.timestamps, out.timestamp_types
@@ -105,7 +89,7 @@ def _records(body: bytes, count: int, base_offset: int, base_timestamp: int,
         if b < 0x80:
             length, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            length, pos = _varint(body, pos)
+            length, pos = read_varint(body, pos)
         end = pos + length
         if length < 0 or end > size:
             raise RecordDecodeError(f"record of {length} bytes overruns its batch")
@@ -114,17 +98,17 @@ def _records(body: bytes, count: int, base_offset: int, base_timestamp: int,
         if b < 0x80:
             ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            ts_delta, pos = _varint(body, pos)
+            ts_delta, pos = read_varint(body, pos)
         b = body[pos]
         if b < 0x80:
             offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            offset_delta, pos = _varint(body, pos)
+            offset_delta, pos = read_varint(body, pos)
         b = body[pos]
         if b < 0x80:
             n, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            n, pos = _varint(body, pos)
+            n, pos = read_varint(body, pos)
         if n < 0:
             key = None
         else:
@@ -133,19 +117,19 @@ def _records(body: bytes, count: int, base_offset: int, base_timestamp: int,
         if b < 0x80:
             n, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            n, pos = _varint(body, pos)
+            n, pos = read_varint(body, pos)
         if n < 0:
             value = None
         else:
             value, pos = body[pos:pos + n], pos + n
-        n_headers, pos = _varint(body, pos)
+        n_headers, pos = read_varint(body, pos)
         record_headers = []
         for _ in range(n_headers):
-            n, pos = _varint(body, pos)
+            n, pos = read_varint(body, pos)
             if n < 0:
                 raise RecordDecodeError("a header with a null key")
             name, pos = body[pos:pos + n], pos + n
-            n, pos = _varint(body, pos)
+            n, pos = read_varint(body, pos)
             hvalue = None if n < 0 else body[pos:pos + n]
             pos += max(n, 0)
             record_headers.append({"key": name.decode("utf-8", errors="replace"),
