@@ -234,6 +234,17 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one containing `offset`, up to `max_bytes` in total but
         always at least one batch (KIP-74), from a single segment."""
+        span = self.locate(offset, max_bytes)
+        if span is None:
+            return b""
+        seg, start, end = span
+        return seg.read_range(start, end)
+
+    def locate(self, offset: int, max_bytes: int) -> tuple[Segment, int, int] | None:
+        """Where `read(offset, max_bytes)` would read: (segment, start, end) byte positions,
+        or None when it would return nothing. Fetch plans a whole response with this before
+        reading a byte, then reads each range straight into the response buffer
+        (Segment.read_into); the range stays valid until the log is next changed."""
         self._check_open()
         start_offset, end_offset = self.log_start_offset, self.log_end_offset
         if offset < start_offset or offset > end_offset:
@@ -241,7 +252,7 @@ class PartitionLog:
                 f"Offset {offset} is out of range: the log holds [{start_offset}, {end_offset}]"
             )
         if offset == end_offset:
-            return b""
+            return None
         i = bisect_right(self._bases, offset) - 1
         for seg in self._segments[i:]:
             if offset >= seg.next_offset:
@@ -251,8 +262,8 @@ class PartitionLog:
                 continue
             start, size = found
             end = seg.batch_end_within(start, start + size, start + max(max_bytes, 0))
-            return seg.read_range(start, end)
-        return b""
+            return seg, start, end
+        return None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(base offset, maxTimestamp) of the first batch whose maxTimestamp >= timestamp.

@@ -216,6 +216,15 @@ class Segment:
             raise StorageError(f"{self.log_path}: short read at byte {start}")
         return data
 
+    def read_into(self, buffer: memoryview, start: int) -> None:
+        """Fill `buffer` with the log bytes from position `start` (no intermediate copy)."""
+        done, want = 0, len(buffer)
+        while done < want:
+            n = os.preadv(self.fd, [buffer[done:]], start + done)
+            if n <= 0:
+                raise StorageError(f"{self.log_path}: short read at byte {start + done}")
+            done += n
+
     def find_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(base offset, maxTimestamp) of the first batch with maxTimestamp >= timestamp."""
         if self.max_timestamp < timestamp:

@@ -11,12 +11,14 @@ keys outside Kafka's range), which are declared as kio entities and found here f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
+import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -108,10 +110,100 @@ def decode_request(frame: bytes, api_key: int, version: int) -> Any:
     return body
 
 
-def encode_response(correlation_id: int, response: Any) -> bytes:
-    """Serialise header + body with the size prefix, ready for the socket."""
+# Bodies of response entities that a handler keeps and answers with again and again (see
+# `encode_body_once`), by the entity's identity; each entry holds the entity itself, so an id
+# cannot be reused while its entry lives. Cleared whole when full.
+_BODIES: dict[int, tuple[Any, bytes]] = {}
+_BODIES_MAX = 16_384
+
+
+def encode_body_once(response: Any) -> Any:
+    """Encode the body of `response`, an immutable kio response entity that its handler keeps
+    and returns for many requests, once: encode_response then only writes the header in
+    front of those bytes. Returns `response`. (A settled consumer's heartbeat answer is the
+    same entity every time; writing its body with kio costs more than the rest of the
+    answer.)"""
+    if len(_BODIES) >= _BODIES_MAX:
+        _BODIES.clear()
+    buf = io.BytesIO()
+    _response_codec(type(response))[1](buf, response)
+    _BODIES[id(response)] = (response, buf.getvalue())
+    return response
+
+
+@dataclass(slots=True)
+class FileRange:
+    """`count` bytes of the open file `fd` from `offset`, sent to the socket by sendfile (the
+    kernel copies page cache to socket; Python never sees the bytes). The one who sends or
+    drops the response closes `fd` (`RawResponse.close`)."""
+
+    fd: int
+    offset: int
+    count: int
+    mode: ClassVar[str] = "rb"  # what asyncio's sendfile checks
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def seek(self, *_: int) -> None:
+        """asyncio's sendfile repositions the file afterwards; a range never moves."""
+
+
+@dataclass(slots=True)
+class RawResponse:
+    """A response body its handler wrote itself, for answers where kio's writer costs too
+    much (Fetch answers carry megabytes of stored batches, which kio would copy through a
+    BytesIO). `buffer` starts with `response_header_room(...)` spare bytes, which
+    encode_response fills with the size prefix and response header in place, so the body is
+    never copied again on its way to the socket. `rest`, if any, follows `buffer` on the
+    wire: encoded bytes and file ranges to send with sendfile (the server streams it)."""
+
+    buffer: bytearray
+    rest: list[bytes | bytearray | FileRange] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Release the file descriptors of `rest` (idempotent)."""
+        for piece in self.rest:
+            if type(piece) is FileRange and piece.fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(piece.fd)
+                piece.fd = -1
+
+
+def response_header_room(api_key: int, version: int) -> int:
+    """Bytes a RawResponse of (api key, version) leaves at its start: size prefix,
+    correlation id and the fixed header tail (only fixed-shape headers are supported)."""
+    tail = _response_codec(response_schema(api_key, version))[2]
+    if tail is None:
+        raise ValueError(f"api_key={api_key} v{version} has no fixed response header")
+    return _SIZE_AND_CORRELATION.size + len(tail)
+
+
+def _finish_raw(correlation_id: int, api_key: int, version: int,
+                raw: RawResponse) -> bytearray | RawResponse:
+    tail = _response_codec(response_schema(api_key, version))[2]
+    assert tail is not None
+    buf = raw.buffer
+    size = len(buf) - 4 + sum(p.count if type(p) is FileRange else len(p) for p in raw.rest)
+    _SIZE_AND_CORRELATION.pack_into(buf, 0, size, correlation_id)
+    buf[_SIZE_AND_CORRELATION.size : _SIZE_AND_CORRELATION.size + len(tail)] = tail
+    return raw if raw.rest else buf
+
+
+def encode_response(correlation_id: int, response: Any, api_key: int = -1,
+                    version: int = -1) -> bytes | bytearray | RawResponse:
+    """Serialise header + body with the size prefix, ready for the socket. A RawResponse
+    (whose api key and version must then be given) gets only its header written; it comes
+    back as its buffer, or, when it has a `rest` to stream, as itself."""
     cls = type(response)
+    if cls is RawResponse:
+        return _finish_raw(correlation_id, api_key, version, response)
     write_header, write_body, header_tail = _response_codec(cls)
+    known = _BODIES.get(id(response))
+    if known is not None and known[0] is response and header_tail is not None:
+        body = known[1]
+        return b"".join((_SIZE_AND_CORRELATION.pack(4 + len(header_tail) + len(body),
+                                                     correlation_id), header_tail, body))
     buf = io.BytesIO()
     if header_tail is None:
         buf.write(b"\0\0\0\0")

@@ -26,6 +26,7 @@ from coterie.group.consumer_messages import (
     DescribedTopicPartitions,
     TopicPartitions,
 )
+from coterie.wire.codec import encode_body_once
 
 LOADING = ErrorCode.coordinator_load_in_progress
 ZERO_UUID = uuid.UUID(int=0)
@@ -40,7 +41,26 @@ def _owned(entries: Any) -> tuple[TopicPartitions, ...] | None:
                  for e in entries)
 
 
+# A settled member's answer is the same every time (no error, no new assignment): the kio
+# entity is kept per (version, member, epoch, interval) and its body encoded once
+# (`encode_body_once`). Cleared whole when full.
+_STEADY_ANSWERS: dict[tuple[int, str | None, int, int], Any] = {}
+_STEADY_ANSWERS_MAX = 16_384  # about 0.5 KB each, with the kept body
+
+
 def _heartbeat_answer(ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
+    if r.assignment is None and r.error == ErrorCode.none and r.error_message is None:
+        key = (ctx.api_version, r.member_id, r.member_epoch, r.heartbeat_interval_ms)
+        answer = _STEADY_ANSWERS.get(key)
+        if answer is None:
+            if len(_STEADY_ANSWERS) >= _STEADY_ANSWERS_MAX:
+                _STEADY_ANSWERS.clear()
+            answer = _STEADY_ANSWERS[key] = encode_body_once(_build_answer(ctx, r))
+        return answer
+    return _build_answer(ctx, r)
+
+
+def _build_answer(ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
     assignment = None
     if r.assignment is not None:
         assignment = {"topic_partitions": [

@@ -115,6 +115,25 @@ def test_max_bytes_honoured_but_at_least_one_batch(tmp_path):
     assert len(log.read(0, 10**9)) == size * 20
 
 
+def test_locate_then_read_into_gives_what_read_gives(tmp_path):
+    log = open_log(tmp_path / "p", LogConfig(segment_bytes=2000, index_interval_bytes=50))
+    sent = fill(log, 40)
+    size = len(sent[0])
+    assert log.segment_count > 1
+    for offset in range(0, log.log_end_offset):
+        for max_bytes in (0, 1, size, size * 3 + 1, 10**9):
+            span = log.locate(offset, max_bytes)
+            assert span is not None
+            seg, start, end = span
+            buf = bytearray(end - start + 2)
+            seg.read_into(memoryview(buf)[1 : 1 + end - start], start)
+            assert bytes(buf[1:-1]) == log.read(offset, max_bytes)
+            assert buf[0] == buf[-1] == 0  # nothing written outside the view
+    assert log.locate(log.log_end_offset, 100) is None
+    with pytest.raises(OffsetOutOfRangeError):
+        log.locate(log.log_end_offset + 1, 100)
+
+
 def test_offset_out_of_range(tmp_path):
     log = open_log(tmp_path / "p")
     fill(log, 2)

@@ -1,5 +1,6 @@
 """encode_response writes the response header itself (a correlation id, plus an empty tag
-section in flexible versions): its bytes must stay exactly what kio's header writer gives."""
+section in flexible versions), and reuses the body bytes of entities marked with
+encode_body_once: the frames must stay exactly what kio's writers give."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v5.response import MetadataResponse
 from kio.serial import entity_writer
 
-from coterie.wire.codec import encode_response
+from coterie.wire.codec import encode_body_once, encode_response
 
 
 def _kio_frame(correlation_id: int, response: object) -> bytes:
@@ -35,6 +36,33 @@ def test_flexible_header_matches_kio(correlation_id: int) -> None:
     out = encode_response(correlation_id, response)
     assert out == _kio_frame(correlation_id, response)
     assert out[8] == 0  # header v1: no tagged fields
+
+
+def _heartbeat_answer(epoch: int) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
+        member_id="AAAAAAAAAAAAAAAAAAAAAA", member_epoch=epoch,
+        heartbeat_interval=datetime.timedelta(seconds=5), assignment=None)
+
+
+def test_a_body_encoded_once_gives_kios_frame_for_every_correlation_id() -> None:
+    kept = encode_body_once(_heartbeat_answer(7))
+    for correlation_id in (1, 2, 2**31 - 1):
+        assert encode_response(correlation_id, kept) == _kio_frame(correlation_id, kept)
+    # An equal entity that was not marked is encoded afresh, with the same bytes.
+    assert encode_response(5, _heartbeat_answer(7)) == encode_response(5, kept)
+    non_flexible = encode_body_once(MetadataResponse(
+        throttle_time=datetime.timedelta(0), brokers=(), cluster_id="c", controller_id=1,
+        topics=()))
+    assert encode_response(9, non_flexible) == _kio_frame(9, non_flexible)
+
+
+def test_kept_bodies_belong_to_their_entity() -> None:
+    """Bodies are found by the entity's identity: another entity (here another epoch,
+    created after the kept one) is encoded afresh."""
+    encode_body_once(_heartbeat_answer(1))
+    other = _heartbeat_answer(2)
+    assert encode_response(3, other) == _kio_frame(3, other)
 
 
 def test_non_flexible_header_matches_kio() -> None:
