@@ -210,7 +210,9 @@ class Broker:
                     break
                 frames.feed(data)
                 while (frame := frames.next_frame()) is not None:
-                    out = await self._handle_frame(frame, peer)
+                    out = self._handle_frame(frame, peer)
+                    if type(out) is CoroutineType:  # an async handler: wait for its answer
+                        out = await out
                     if type(out) is RawResponse:
                         await _stream(writer, out)
                     elif out is not None:
@@ -232,8 +234,10 @@ class Broker:
                 await writer.wait_closed()
             log.debug("connection from %s closed", peer)
 
-    async def _handle_frame(self, frame: bytes, peer: str,
-                            ) -> bytes | bytearray | RawResponse | None:
+    def _handle_frame(self, frame: bytes, peer: str) -> Any:
+        """Decode, dispatch and encode one request. Returns the encoded answer (bytes, or a
+        RawResponse to stream), None for no answer, or, for an async handler, a coroutine
+        that returns one of those: most requests are answered without an await."""
         try:
             head = peek_header(frame)
         except DecodeError as e:
@@ -254,16 +258,22 @@ class Broker:
                              head.client_id, peer)
         try:
             response = api.handler(ctx, request)
-            # Async handlers return coroutines; most answer at once (a cheaper check than
-            # inspect.isawaitable, on every request).
-            if type(response) is CoroutineType:
-                response = await response
+        except Exception as e:
+            raise _handler_failed(e, api, head, peer) from e
+        if type(response) is CoroutineType:
+            return self._answer_later(response, api, head, peer)
+        if response is None:
+            return None
+        return encode_response(head.correlation_id, response, head.api_key, head.api_version)
+
+    async def _answer_later(self, pending: Any, api: Api, head: Any, peer: str) -> Any:
+        """The rest of `_handle_frame` for an async handler (JoinGroup, SyncGroup, Fetch)."""
+        try:
+            response = await pending
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            log.exception("%s: %s v%d handler failed", _who(head, peer), api.name,
-                          head.api_version)
-            raise CloseConnection(f"internal error answering {api.name}: {e!r}") from e
+            raise _handler_failed(e, api, head, peer) from e
         if response is None:
             return None
         return encode_response(head.correlation_id, response, head.api_key, head.api_version)
@@ -289,3 +299,10 @@ class Broker:
 def _who(head: Any, peer: str) -> str:
     """The client as log lines name it: client id @ address."""
     return f"{head.client_id or '-'}@{peer}"
+
+
+def _handler_failed(error: Exception, api: Api, head: Any, peer: str) -> CloseConnection:
+    """Log a handler's crash; the connection is closed, the broker goes on."""
+    log.error("%s: %s v%d handler failed", _who(head, peer), api.name, head.api_version,
+              exc_info=error)
+    return CloseConnection(f"internal error answering {api.name}: {error!r}")
