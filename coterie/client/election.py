@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -67,7 +66,7 @@ from typing import Any
 from coterie.client.cluster import Cluster
 from coterie.client.errors import ClientError
 from coterie.client.member import GroupMember
-from coterie.client.member_api import MemberBackedApi
+from coterie.client.member_api import MemberBackedApi, call_back
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
 
 log = logging.getLogger("coterie.client.election")
@@ -135,17 +134,6 @@ def decode_assignment(data: bytes) -> tuple[bool, LeaderInfo]:
     if not isinstance(leads, bool):
         raise ValueError(f"'leader' must be a boolean, got {leads!r}")
     return leads, info
-
-
-async def _call(callback: Callback | None, *args: Any) -> None:
-    if callback is None:
-        return
-    try:
-        result = callback(*args)
-        if inspect.isawaitable(result):
-            await result
-    except Exception:
-        log.exception("election callback %r raised", callback)
 
 
 class _ElectionProtocol(EmbeddedProtocol):
@@ -273,7 +261,7 @@ class LeaderElection(MemberBackedApi):
             self._guard_task = asyncio.create_task(self._guard(leadership))
             if self.lead is not None:
                 self._lead_task = asyncio.create_task(self._run_lead(leadership))
-        await _call(self.on_elected, leadership)
+        await call_back(self.on_elected, leadership)
 
     async def _run_lead(self, leadership: Leadership) -> None:
         assert self.lead is not None
@@ -310,4 +298,4 @@ class LeaderElection(MemberBackedApi):
                     await task
             log.info("group %s: member %s no longer leads epoch %d (%s)",
                      self.member.group_id, leadership.member_id, leadership.epoch, reason)
-        await _call(self.on_demoted, leadership, reason)
+        await call_back(self.on_demoted, leadership, reason)

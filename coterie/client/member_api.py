@@ -8,10 +8,28 @@ block, and even when closing the member raises. Subclasses say how in `_release`
 
 from __future__ import annotations
 
+import inspect
+import logging
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
 from coterie.client.member import GroupMember
+
+log = logging.getLogger("coterie.client")
+
+
+async def call_back(callback: Callable[..., Any] | None, *args: Any) -> None:
+    """Run a user callback (plain or async) if there is one. What it raises is logged, not
+    propagated: a faulty callback must not stop the member's heartbeats."""
+    if callback is None:
+        return
+    try:
+        result = callback(*args)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("callback %r raised", callback)
 
 
 class MemberBackedApi:

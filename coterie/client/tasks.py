@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from coterie.client.cluster import Cluster
 from coterie.client.member import GroupMember
-from coterie.client.member_api import MemberBackedApi
+from coterie.client.member_api import MemberBackedApi, call_back
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
 from coterie.client.task_assignor import (
     TaskAssignor,
@@ -52,17 +51,6 @@ PROTOCOL_TYPE = "coterie-tasks"
 PROTOCOL_NAME = "tasks-v1"
 
 Callback = Callable[..., Any]
-
-
-async def _call(callback: Callback | None, *args: Any) -> None:
-    if callback is None:
-        return
-    try:
-        result = callback(*args)
-        if inspect.isawaitable(result):
-            await result
-    except Exception:
-        log.exception("task distribution callback %r raised", callback)
 
 
 class _TaskProtocol(EmbeddedProtocol):
@@ -179,7 +167,7 @@ class TaskDistribution(MemberBackedApi):
             for task_id in tasks:
                 self._running[task_id] = asyncio.create_task(self._run_one(task_id),
                                                              name=f"coterie-task-{task_id}")
-        await _call(self.on_assigned, tasks, generation.generation_id)
+        await call_back(self.on_assigned, tasks, generation.generation_id)
 
     async def _run_one(self, task_id: str) -> None:
         assert self.run_task is not None
@@ -199,4 +187,4 @@ class TaskDistribution(MemberBackedApi):
             with contextlib.suppress(BaseException):
                 await task
         if tasks:
-            await _call(self.on_revoked, tasks, reason)
+            await call_back(self.on_revoked, tasks, reason)
