@@ -37,8 +37,9 @@ from coterie.wire.codec import (
     DecodeError,
     FileRange,
     RawResponse,
-    decode_request,
+    decode_request_and_header,
     encode_response,
+    peek_api,
     peek_header,
     response_schema,
 )
@@ -239,44 +240,48 @@ class Broker:
         RawResponse to stream), None for no answer, or, for an async handler, a coroutine
         that returns one of those: most requests are answered without an await."""
         try:
-            head = peek_header(frame)
+            api_key, version = peek_api(frame)
         except DecodeError as e:
-            raise CloseConnection(str(e)) from e
-        api = self.apis.get(head.api_key)
-        if api is None:
-            raise CloseConnection(f"{_who(head, peer)} sent unknown api_key={head.api_key}")
-        if not api.supports(head.api_version):
+            raise CloseConnection(f"{peer}: {e}") from e
+        api = self.apis.get(api_key)
+        if api is None or not api.supports(version):
+            try:
+                head = peek_header(frame)
+            except DecodeError as e:
+                raise CloseConnection(f"{peer}: {e}") from e
+            if api is None:
+                raise CloseConnection(f"{_who(head, peer)} sent unknown api_key={api_key}")
             return self._unsupported_version(api, head, _who(head, peer))
         try:
-            request = decode_request(frame, head.api_key, head.api_version)
+            head, request = decode_request_and_header(frame, api_key, version)
         except DecodeError as e:
-            raise CloseConnection(f"{_who(head, peer)}: {e}") from e
+            raise CloseConnection(f"{peer}: {e}") from e
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("%s -> %s v%d corr=%d", _who(head, peer), api.name, head.api_version,
+            log.debug("%s -> %s v%d corr=%d", _who(head, peer), api.name, version,
                       head.correlation_id)
-        ctx = RequestContext(self, head.api_key, head.api_version, head.correlation_id,
-                             head.client_id, peer)
+        ctx = RequestContext(self, api_key, version, head.correlation_id, head.client_id, peer)
         try:
             response = api.handler(ctx, request)
         except Exception as e:
-            raise _handler_failed(e, api, head, peer) from e
+            raise _handler_failed(e, api, version, head, peer) from e
         if type(response) is CoroutineType:
-            return self._answer_later(response, api, head, peer)
+            return self._answer_later(response, api, head, peer, version)
         if response is None:
             return None
-        return encode_response(head.correlation_id, response, head.api_key, head.api_version)
+        return encode_response(head.correlation_id, response, api_key, version)
 
-    async def _answer_later(self, pending: Any, api: Api, head: Any, peer: str) -> Any:
+    async def _answer_later(self, pending: Any, api: Api, head: Any, peer: str,
+                            version: int) -> Any:
         """The rest of `_handle_frame` for an async handler (JoinGroup, SyncGroup, Fetch)."""
         try:
             response = await pending
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            raise _handler_failed(e, api, head, peer) from e
+            raise _handler_failed(e, api, version, head, peer) from e
         if response is None:
             return None
-        return encode_response(head.correlation_id, response, head.api_key, head.api_version)
+        return encode_response(head.correlation_id, response, api.key, version)
 
     def _unsupported_version(self, api: Api, head: Any, who: str) -> bytes:
         log.info("%s asked for %s v%d (supported %d-%d)", who, api.name, head.api_version,
@@ -301,8 +306,8 @@ def _who(head: Any, peer: str) -> str:
     return f"{head.client_id or '-'}@{peer}"
 
 
-def _handler_failed(error: Exception, api: Api, head: Any, peer: str) -> CloseConnection:
+def _handler_failed(error: Exception, api: Api, version: int, head: Any,
+                    peer: str) -> CloseConnection:
     """Log a handler's crash; the connection is closed, the broker goes on."""
-    log.error("%s: %s v%d handler failed", _who(head, peer), api.name, head.api_version,
-              exc_info=error)
+    log.error("%s: %s v%d handler failed", _who(head, peer), api.name, version, exc_info=error)
     return CloseConnection(f"internal error answering {api.name}: {error!r}")

@@ -241,14 +241,22 @@ class ConsumerCoordinator:
                 or req.rack_id is not None or req.rebalance_timeout_ms != -1
                 or req.server_assignor is not None):
             return None
-        group = self.groups.get(req.group_id)
+        return self.settled_heartbeat(req.group_id, req.member_id, req.member_epoch,
+                                      req.client_id, req.client_host, now_ms)
+
+    def settled_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                          client_id: str, client_host: str, now_ms: int) -> Result | None:
+        """`steady_heartbeat` for a caller that has already seen that the request sets no
+        field (the broker checks that on the wire request, sparing the core's request
+        value): the rest of its conditions, and its answer."""
+        group = self.groups.get(group_id)
         if group is None or group.group_epoch != group.assignment_epoch:
             return None
-        member = group.members.get(req.member_id)
-        if (member is None or member.member_epoch != req.member_epoch
+        member = group.members.get(member_id)
+        if (member is None or member_epoch <= 0 or member.member_epoch != member_epoch
                 or member.member_epoch != group.assignment_epoch
                 or member.state is not MemberState.STABLE or member.classic is not None
-                or member.client_id != req.client_id or member.client_host != req.client_host):
+                or member.client_id != client_id or member.client_host != client_host):
             return None
         return Result(ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,

@@ -182,6 +182,15 @@ class GroupCoordinator:
         return self.classic.leave_group(req, now_ms)
 
     # == ConsumerGroupHeartbeat ===============================================================
+    def consumer_settled_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                                   client_id: str, client_host: str,
+                                   now_ms: int) -> Result | None:
+        """A ConsumerGroupHeartbeat that sets no field, from a settled member of a consumer
+        group: its answer, or None to send the request through `consumer_heartbeat`
+        (`ConsumerCoordinator.settled_heartbeat`)."""
+        return self.consumer.settled_heartbeat(group_id, member_id, member_epoch, client_id,
+                                               client_host, now_ms)
+
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
         steady = self.consumer.steady_heartbeat(req, now_ms)
         if steady is not None:

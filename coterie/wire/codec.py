@@ -97,17 +97,37 @@ def _response_codec(cls: type) -> tuple[Any, Any, bytes | None]:
     return entity_writer(header_cls), entity_writer(cls), _header_tail(header_cls)
 
 
-def decode_request(frame: bytes, api_key: int, version: int) -> Any:
-    """Decode the body of a request whose header was already peeked."""
+_KEY_AND_VERSION = struct.Struct(">hh")
+
+
+def peek_api(frame: bytes) -> tuple[int, int]:
+    """The api key and version of a request: its first two int16s in every request header
+    version, which is what says how to read the rest. (The full header is then read once,
+    by kio, in `decode_request_and_header`; `peek_header` is for requests coterie will not
+    decode.)"""
+    if len(frame) < _KEY_AND_VERSION.size:
+        raise DecodeError(f"a {len(frame)}-byte request has no api key and version")
+    key, version = _KEY_AND_VERSION.unpack_from(frame, 0)
+    return key, version
+
+
+def decode_request_and_header(frame: bytes, api_key: int, version: int) -> tuple[Any, Any]:
+    """The request header (kio's v1 or v2 entity: correlation id, client id) and body of a
+    request of (api key, version)."""
     read_header, read_body, _ = _request_codec(api_key, version)
     try:
-        _, header_size = read_header(frame, 0)
+        header, header_size = read_header(frame, 0)
         body, _ = read_body(frame, header_size)
     except Exception as e:
         raise DecodeError(f"undecodable api_key={api_key} v{version} request: {e}") from e
     # Trailing bytes are tolerated, as Apache Kafka does: librdkafka, for one, sends a few
     # extra bytes in some Metadata v13 requests, and refusing them breaks real clients.
-    return body
+    return header, body
+
+
+def decode_request(frame: bytes, api_key: int, version: int) -> Any:
+    """Decode the body of a request of (api key, version)."""
+    return decode_request_and_header(frame, api_key, version)[1]
 
 
 # Bodies of response entities that a handler keeps and answers with again and again (see

@@ -11,6 +11,7 @@ broker's own stable ids (`TopicInfo.topic_id`), which the consumer core also lea
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Any
 
@@ -30,6 +31,7 @@ from coterie.wire.codec import encode_body_once
 
 LOADING = ErrorCode.coordinator_load_in_progress
 ZERO_UUID = uuid.UUID(int=0)
+_UNCHANGED = datetime.timedelta(milliseconds=-1)  # RebalanceTimeoutMs -1: "unchanged"
 
 
 # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------
@@ -77,6 +79,18 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.broker.groups
     if not runtime.loaded:
         return _heartbeat_answer(ctx, ConsumerHeartbeatResponse(LOADING))
+    now = ctx.broker.now_ms()
+    if (request.member_epoch > 0 and request.topic_partitions is None
+            and request.subscribed_topic_names is None and request.instance_id is None
+            and request.rack_id is None and request.server_assignor is None
+            and request.rebalance_timeout == _UNCHANGED
+            and getattr(request, "subscribed_topic_regex", None) is None):
+        # A heartbeat that sets no field: most likely a settled member's (the core decides).
+        settled = runtime.coordinator.consumer_settled_heartbeat(
+            request.group_id, request.member_id, request.member_epoch, ctx.client_id or "",
+            client_host(ctx), now)
+        if settled is not None:
+            return _heartbeat_answer(ctx, runtime.run(request.group_id, settled))
     names = request.subscribed_topic_names
     req = ConsumerHeartbeatRequest(
         group_id=request.group_id, member_id=request.member_id,
@@ -88,7 +102,7 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         owned=_owned(request.topic_partitions), version=ctx.api_version,
         client_id=ctx.client_id or "", client_host=client_host(ctx),
     )
-    result = runtime.coordinator.consumer_heartbeat(req, ctx.broker.now_ms())
+    result = runtime.coordinator.consumer_heartbeat(req, now)
     return _heartbeat_answer(ctx, runtime.run(request.group_id, result))
 
 
