@@ -107,9 +107,14 @@ class GroupEventPublisher:
         classic = self.runtime.classic.groups.get(group_id)
         return None if classic is None else classic_snapshot(classic)
 
-    def observe(self, group_id: str) -> None:
-        """Publish whatever changed in `group_id` since it was last observed. Never raises."""
+    def observe(self, group_id: str, wrote_records: bool = True) -> None:
+        """Publish whatever changed in `group_id` since it was last observed. Never raises.
+        A consumer group changes only by records, so an operation on one that wrote none
+        (a settled member's heartbeat, most of them) is skipped at once; classic groups
+        also change state without records."""
         if not self.enabled or not self.runtime.loaded:
+            return
+        if not wrote_records and group_id in self.runtime.consumer.groups:
             return
         cause, self.cause = self.cause, None
         try:

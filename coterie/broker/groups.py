@@ -309,10 +309,7 @@ class GroupRuntime:
             self._restore(group_id)
         for token, answer in completed:
             self._resolve(token, answer)
-        if result.records or group_id not in self.consumer.groups:
-            # A consumer group changes only by records, so a heartbeat that wrote none has
-            # nothing to publish; classic groups also change state without records.
-            self.events.observe(group_id)
+        self.events.observe(group_id, wrote_records=bool(result.records))
         return response
 
     def _restore(self, group_id: str) -> None:

@@ -225,30 +225,19 @@ class ConsumerCoordinator:
         except _Refused as refused:
             return Result(ConsumerHeartbeatResponse(refused.code, refused.message))
 
-    def steady_heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result | None:
-        """The answer to the heartbeat of a settled member that changes nothing, or None to
-        take the general path. Most heartbeats of a group are these, so they skip the full
-        step-by-step (validation, update, target, reconciliation): the member exists under
-        this id (so its ids passed validation when it joined), the request carries no field
-        (None/-1: unchanged), it is at the current target epoch and STABLE, and its client
-        id and host are the same. The general path would write no record, compute no
-        target, keep the member as it is, and answer with its epoch and no assignment after
-        pushing its session timer back: exactly this. (A unit test holds the two paths to
-        the same answers.)"""
-        if (req.member_epoch <= 0 or req.owned is not None
-                or req.subscribed_topic_names is not None
-                or req.subscribed_topic_regex is not None or req.instance_id is not None
-                or req.rack_id is not None or req.rebalance_timeout_ms != -1
-                or req.server_assignor is not None):
-            return None
-        return self.settled_heartbeat(req.group_id, req.member_id, req.member_epoch,
-                                      req.client_id, req.client_host, now_ms)
-
     def settled_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
                           client_id: str, client_host: str, now_ms: int) -> Result | None:
-        """`steady_heartbeat` for a caller that has already seen that the request sets no
-        field (the broker checks that on the wire request, sparing the core's request
-        value): the rest of its conditions, and its answer."""
+        """The answer to a settled member's heartbeat that changes nothing, or None to take
+        the general path (`heartbeat`). Most heartbeats of a group are these, so they skip
+        the step-by-step (validation, update, target, reconciliation). The caller has seen
+        that the request sets no field (epoch > 0, every other field None or -1: the broker
+        checks that on the wire request, before any core value is built); here: the member
+        exists under this id (so its ids passed validation when it joined), is at the current
+        target epoch and STABLE, and its client id and host are the same. The general path
+        would write no record, compute no target, keep the member as it is, and answer with
+        its epoch and no assignment after pushing its session timer back: exactly this.
+        (`tests/unit/group/test_consumer_steady_path.py` holds the two paths to the same
+        answers.)"""
         group = self.groups.get(group_id)
         if group is None or group.group_epoch != group.assignment_epoch:
             return None

@@ -192,9 +192,6 @@ class GroupCoordinator:
                                                client_host, now_ms)
 
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
-        steady = self.consumer.steady_heartbeat(req, now_ms)
-        if steady is not None:
-            return steady
         invalid = self.consumer.check(req)
         if invalid is not None:
             return Result(invalid)

@@ -1,9 +1,11 @@
-"""The steady-heartbeat shortcut (`ConsumerCoordinator.steady_heartbeat`) must answer exactly
-as the general path does whenever it answers at all.
+"""The settled-heartbeat shortcut (`ConsumerCoordinator.settled_heartbeat`) must answer
+exactly as the general path does whenever it answers at all.
 
 Under the same random interleavings the safety property uses (joins, lost answers, acks,
 leaves, crashes, static restarts, subscription and topic changes, timeouts), every heartbeat
-is first offered to the shortcut, then run through the general path on the live coordinator.
+that sets no field (what the broker's handler checks on the wire request before it asks the
+shortcut) is first offered to the shortcut, then run through the general path on the live
+coordinator.
 Where the shortcut answered, the general path must have written no record and given the same
 answer and the same timers."""
 
@@ -22,9 +24,22 @@ from .test_consumer_properties import ops, run
 _taken: list[int] = []
 
 
+def _sets_no_field(req: ConsumerHeartbeatRequest) -> bool:
+    """The handler's condition for asking the shortcut, on the core's request value."""
+    return (req.member_epoch > 0 and req.owned is None and req.subscribed_topic_names is None
+            and req.subscribed_topic_regex is None and req.instance_id is None
+            and req.rack_id is None and req.rebalance_timeout_ms == -1
+            and req.server_assignor is None)
+
+
+def _shortcut(h: ConsumerHarness, req: ConsumerHeartbeatRequest) -> Result | None:
+    return h.coordinator.settled_heartbeat(req.group_id, req.member_id, req.member_epoch,
+                                           req.client_id, req.client_host, h.now)
+
+
 def _checked_request(self: ConsumerHarness,
                      req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse:
-    fast: Result | None = self.coordinator.steady_heartbeat(req, self.now)
+    fast = _shortcut(self, req) if _sets_no_field(req) else None
     slow = self.coordinator.heartbeat(req, self.now)
     if fast is not None:
         _taken.append(1)
@@ -47,8 +62,8 @@ def test_the_shortcut_answers_as_the_general_path(sequence):
 
 
 def test_the_shortcut_is_taken_by_settled_members():
-    """A settled member's plain heartbeat takes the shortcut; one that reports partitions,
-    changes its subscription, or comes from another client host does not."""
+    """A settled member's plain heartbeat takes the shortcut; one from another client host,
+    or with another epoch, does not."""
     h = ConsumerHarness({"foo": 2})
     a = mid("A")
     h.join(a)
@@ -59,16 +74,15 @@ def test_the_shortcut_is_taken_by_settled_members():
         rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
         server_assignor=None, owned=None, version=1, client_id="client",
         client_host="/127.0.0.1")
-    taken = h.coordinator.steady_heartbeat(plain, h.now)
+    assert _sets_no_field(plain)
+    taken = _shortcut(h, plain)
     assert taken is not None and taken.records == []
     assert taken.response.member_epoch == member.member_epoch
     assert taken.response.assignment is None
-    for changed in (
-        dict(owned=()), dict(subscribed_topic_names=("foo",)), dict(client_host="/10.0.0.1"),
-        dict(member_epoch=member.member_epoch - 1), dict(rebalance_timeout_ms=5000),
-    ):
-        other = replace(plain, **changed)
-        assert h.coordinator.steady_heartbeat(other, h.now) is None, changed
+    for changed in (dict(client_host="/10.0.0.1"), dict(client_id="other"),
+                    dict(member_epoch=member.member_epoch - 1),
+                    dict(member_epoch=member.member_epoch + 1)):
+        assert _shortcut(h, replace(plain, **changed)) is None, changed
 
 
 def test_the_property_exercises_the_shortcut():
