@@ -25,6 +25,7 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import get_field_tag
 
+from coterie.wire.bounds import BoundsError, check_request
 from coterie.wire.extensions import EXTENSION_SCHEMAS
 
 _read_header_v1 = entity_reader(RequestHeaderV1)
@@ -114,7 +115,12 @@ def peek_api(frame: bytes) -> tuple[int, int]:
 def decode_request_and_header(frame: bytes, api_key: int, version: int) -> tuple[Any, Any]:
     """The request header (kio's v1 or v2 entity: correlation id, client id) and body of a
     request of (api key, version)."""
-    read_header, read_body, _ = _request_codec(api_key, version)
+    read_header, read_body, schema = _request_codec(api_key, version)
+    try:
+        # Declared sizes first: kio's native reader trusts them (see coterie.wire.bounds).
+        check_request(frame, schema)
+    except BoundsError as e:
+        raise DecodeError(f"api_key={api_key} v{version} request: {e}") from e
     try:
         header, header_size = read_header(frame, 0)
         body, _ = read_body(frame, header_size)
