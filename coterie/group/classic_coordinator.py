@@ -640,22 +640,27 @@ class ClassicCoordinator:
     # == helpers for offsets =================================================================
     def validate_commit(self, group_id: str, member_id: str, generation: int,
                         instance_id: str | None) -> ErrorCode | None:
-        """OffsetCommit fencing for classic groups; None means "commit allowed"."""
+        """OffsetCommit fencing for classic groups; None means "commit allowed".
+
+        A negative generation is a commit from outside group management (an admin tool, or
+        a consumer that only uses assign()): Kafka accepts it into an unknown or empty group
+        whatever member id it carries, since librdkafka sends its own member id with
+        generation -1 in that case. Into a group with members it is UNKNOWN_MEMBER_ID."""
         group = self.groups.get(group_id)
         if group is None:
-            if generation >= 0 or member_id:
-                return ErrorCode.illegal_generation if generation >= 0 else (
-                    ErrorCode.unknown_member_id)
-            return None
-        if generation < 0 and not member_id and group.is_(S.EMPTY):
-            return None  # a standalone commit (no group membership) into an empty group
+            return ErrorCode.illegal_generation if generation >= 0 else None
         if group.is_(S.DEAD):
             return ErrorCode.coordinator_not_available
-        fenced = self._fenced(group, member_id, instance_id)
-        if fenced is not None:
-            return fenced
-        if generation != group.generation:
-            return ErrorCode.illegal_generation
+        if generation < 0 and group.is_(S.EMPTY):
+            return None
+        if generation >= 0 or member_id or instance_id is not None:
+            fenced = self._fenced(group, member_id, instance_id)
+            if fenced is not None:
+                return fenced
+            if generation != group.generation:
+                return ErrorCode.illegal_generation
+        else:
+            return ErrorCode.unknown_member_id
         if group.is_(S.COMPLETING_REBALANCE):
             return ErrorCode.rebalance_in_progress
         return None
