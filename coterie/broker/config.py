@@ -14,6 +14,8 @@ from pathlib import Path
 
 from coterie.assign.registry import UnknownAssignor, lookup
 from coterie.group.consumer_config import ConsumerGroupConfig
+from coterie.log.errors import InvalidConfigError
+from coterie.log.open_files import MAX_OPEN_FILES_KEY, capacity_from
 
 DEFAULTS: dict[str, str] = {
     "node.id": "1",
@@ -24,6 +26,13 @@ DEFAULTS: dict[str, str] = {
     "log.retention.check.interval.ms": str(5 * 60 * 1000),
     "log.flush.scheduler.interval.ms": "1000",
     "queued.max.requests": "500",
+    # coterie's own: the most partitions one CreateTopics or CreatePartitions may create, all
+    # topics of the request together (Kafka's controller refuses operations of more than
+    # 10,000 metadata records, one per partition, with POLICY_VIOLATION).
+    "max.partitions.per.request": "10000",
+    # coterie's own: segment files kept open at once, by all partitions together; -1 is half
+    # the process's open-file limit (coterie.log.open_files).
+    MAX_OPEN_FILES_KEY: "-1",
     # The group-event stream (coterie.broker.group_events).
     "group.events.enable": "true",
     "group.events.retention.ms": str(7 * 24 * 60 * 60 * 1000),
@@ -118,6 +127,13 @@ class BrokerConfig:
             raise ConfigError(f"num.partitions must be positive, got {self.num_partitions}")
         if self.socket_request_max_bytes <= 0:
             raise ConfigError("socket.request.max.bytes must be positive")
+        if self.max_partitions_per_request <= 0:
+            raise ConfigError("max.partitions.per.request must be positive, got "
+                              f"{self.max_partitions_per_request}")
+        try:
+            capacity_from(self.props)
+        except InvalidConfigError as e:
+            raise ConfigError(str(e)) from None
         self.consumer_group_config()
 
     def consumer_group_config(self) -> ConsumerGroupConfig:
@@ -158,6 +174,12 @@ class BrokerConfig:
     @property
     def num_partitions(self) -> int:
         return self.get_int("num.partitions")
+
+    @property
+    def max_partitions_per_request(self) -> int:
+        """The most partitions one CreateTopics / CreatePartitions may create (all its topics
+        together); a larger request is refused before anything is written."""
+        return self.get_int("max.partitions.per.request")
 
     @property
     def advertised_host(self) -> str:

@@ -31,7 +31,9 @@ from coterie.broker.context import RequestContext
 from coterie.broker.groups import GroupRuntime
 from coterie.broker.handlers.api_versions import unsupported_version_answer
 from coterie.broker.waiters import FetchWaiters
+from coterie.log.errors import InvalidTopicError, StorageError
 from coterie.log.manager import LogManager, TopicInfo
+from coterie.log.names import internal_topic_refusal, is_internal_topic
 from coterie.wire.build import build, field_names
 from coterie.wire.codec import (
     DecodeError,
@@ -114,20 +116,37 @@ class Broker:
 
     # -- topic operations shared by several handlers ---------------------------------------
     # Each one tells the group runtime, whose consumer groups re-resolve their regexes and
-    # get a new epoch when topics they subscribe to change.
+    # get a new epoch when topics they subscribe to change. Creation is all-or-nothing
+    # (LogManager): on StorageError nothing was created and nobody is told.
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
-        info = self.logs.create_topic(name, partitions, configs, self.now_ms())
+        try:
+            info = self.logs.create_topic(name, partitions, configs, self.now_ms())
+        except StorageError as e:
+            log.error("%s; nothing was created", e)
+            raise
         log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
         self.groups.topics_changed()
         return info
 
     def delete_topic(self, name: str) -> None:
+        """Delete a topic; internal topics are refused (InvalidTopicError): their
+        coordinators hold them open and would lose every group and offset."""
+        if is_internal_topic(name):
+            raise InvalidTopicError(internal_topic_refusal("delete", name))
         self.logs.delete_topic(name)
         log.info("deleted topic %s", name)
         self.groups.topics_changed()
 
     def create_partitions(self, name: str, total: int) -> None:
-        self.logs.create_partitions(name, total, self.now_ms())
+        """Grow a topic; internal topics are refused (InvalidTopicError): a group's partition
+        follows from the partition count, so every group would move."""
+        if is_internal_topic(name):
+            raise InvalidTopicError(internal_topic_refusal("add partitions to", name))
+        try:
+            self.logs.create_partitions(name, total, self.now_ms())
+        except StorageError as e:
+            log.error("%s; nothing was created", e)
+            raise
         log.info("topic %s now has %d partitions", name, total)
         self.groups.topics_changed()
 

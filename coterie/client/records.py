@@ -3,17 +3,13 @@
 A Fetch response carries, per partition, a run of record batches as the broker stores them
 (the last one possibly cut short: brokers send whole batches up to a byte limit and may end
 with a partial one). The 61-byte batch header is read with the broker's own parser
-(`coterie.log.batch.parse_batch_header`); this module reads what the broker never looks at:
-the records inside, after decompressing them (`coterie.client.compression`).
-
-One record, after the batch header (all integers zigzag varints except `attributes`)::
-
-    length  attributes:int8  timestampDelta  offsetDelta  keyLength key  valueLength value
-    headerCount [headerKeyLength headerKey headerValueLength headerValue]...
-
-A length of -1 is a null key, value or header value. A record's offset is the batch's base
-offset plus its delta; its timestamp the batch's base timestamp plus its delta, unless the
-batch says LogAppendTime, when every record carries the batch's max timestamp.
+(`coterie.log.batch.parse_batch_header`), and the records inside, after decompression
+(`coterie.log.compression`), with the log's record parser (`coterie.log.record_scan`, which
+also describes the record format): the broker reads records too, for timestamp lookups, and
+the log may not import the client, so the one parser lives there. This module turns them into
+what a consumer delivers. A record's offset is the batch's base offset plus its delta; its
+timestamp the batch's base timestamp plus its delta, unless the batch says LogAppendTime,
+when every record carries the batch's max timestamp.
 
 What `decode_batches` leaves out: control batches (transaction markers: the consumer reads
 uncommitted data and never shows markers) and records before `from_offset` (a fetch starting
@@ -29,7 +25,6 @@ from dataclasses import dataclass
 
 import crc32c
 
-from coterie.client.compression import decompress
 from coterie.log.batch import (
     CRC_START,
     HEADER_SIZE,
@@ -38,15 +33,13 @@ from coterie.log.batch import (
     CorruptRecordError,
     parse_batch_header,
 )
+from coterie.log.compression import decompress
+from coterie.log.record_scan import RecordDecodeError, iter_records, read_varint
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
 Header = tuple[str, bytes | None]
-
-
-class RecordDecodeError(ValueError):
-    """Fetched bytes that are not valid v2 record batches (bad CRC, bad lengths, bad codec)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,69 +65,21 @@ class Decoded:
     next_offset: int  # after the last complete batch; `from_offset` if there was none
 
 
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at `pos` -> (value, position after it). Shared with the Spark
-    source's column decoder (coterie.spark.columns)."""
-    shift = 0
-    raw = 0
-    while True:
-        if pos >= len(buf):
-            raise RecordDecodeError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordDecodeError("varint longer than 10 bytes")
-
-
-def _bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    size, pos = read_varint(buf, pos)
-    if size < 0:
-        return None, pos
-    end = pos + size
-    if end > len(buf):
-        raise RecordDecodeError(f"a {size}-byte field runs past the end of its record")
-    return buf[pos:end], end
-
-
 def _records(body: bytes, count: int, topic: str, partition: int, base_offset: int,
              base_timestamp: int, append_time: int | None, leader_epoch: int,
              from_offset: int) -> list[ConsumerRecord]:
     out: list[ConsumerRecord] = []
-    pos = 0
-    for _ in range(count):
-        length, pos = read_varint(body, pos)
-        end = pos + length
-        if length < 0 or end > len(body):
-            raise RecordDecodeError(f"record of {length} bytes overruns its batch")
-        pos += 1  # record attributes: unused
-        ts_delta, pos = read_varint(body, pos)
-        offset_delta, pos = read_varint(body, pos)
-        key, pos = _bytes(body, pos)
-        value, pos = _bytes(body, pos)
-        n_headers, pos = read_varint(body, pos)
-        if n_headers < 0:
-            raise RecordDecodeError(f"negative header count {n_headers}")
-        headers: list[Header] = []
-        for _ in range(n_headers):
-            name, pos = _bytes(body, pos)
-            if name is None:
-                raise RecordDecodeError("a header with a null key")
-            header_value, pos = _bytes(body, pos)
-            headers.append((name.decode("utf-8", errors="replace"), header_value))
-        if pos != end:
-            raise RecordDecodeError(f"record length {length} disagrees with its fields")
+    for offset_delta, ts_delta, key, value, raw_headers in iter_records(body, count):
         offset = base_offset + offset_delta
         if offset >= from_offset:
             if append_time is not None:
                 timestamp, kind = append_time, LOG_APPEND_TIME
             else:
                 timestamp, kind = base_timestamp + ts_delta, CREATE_TIME
+            headers = tuple((name.decode("utf-8", errors="replace"), header_value)
+                            for name, header_value in raw_headers) if raw_headers else ()
             out.append(ConsumerRecord(topic, partition, offset, timestamp, kind, key, value,
-                                      tuple(headers), leader_epoch))
+                                      headers, leader_epoch))
     return out
 
 
@@ -188,4 +133,5 @@ __all__ = [
     "Decoded",
     "RecordDecodeError",
     "decode_batches",
+    "read_varint",
 ]

@@ -6,9 +6,17 @@ Layout::
     <data_dir>/topics/<topic>.json     name, topic id, partition count, topic configs
     <data_dir>/<topic>-<partition>/    one PartitionLog each, as in Kafka
 
-The topic file is the source of truth: it is written atomically (temp file, fsync, rename)
-before partition directories are created and removed before they are deleted, so a crash
-in between leaves at most orphan partition directories, which the next open removes.
+The topic file is the source of truth. Creating a topic or adding partitions creates the
+partition directories first and then writes the topic file atomically (temp file, fsync,
+rename); deleting removes the topic file before the directories. So a crash in between
+leaves at most orphan partition directories, which the next open removes.
+
+Creation is all-or-nothing in the running broker too: if anything fails midway (EMFILE,
+ENOSPC, a path that is not a directory), every partition directory the call made is removed
+again, the topic file is left as it was and the registry is unchanged, and the caller gets
+StorageError. Every partition's segment files are opened through one OpenFiles set
+(coterie.log.open_files), which bounds the descriptors all partitions hold together, so no
+number of partitions can exhaust the process's descriptors.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import NoReturn
 
 from coterie.log.config import LogConfig, validate_topic_configs
 from coterie.log.errors import (
@@ -38,6 +47,7 @@ from coterie.log.errors import (
 )
 from coterie.log.files import TMP_SUFFIX, atomic_write, fsync_dir
 from coterie.log.names import validate_topic_name
+from coterie.log.open_files import OpenFiles, capacity_from
 from coterie.log.partition import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, PartitionLog
 from coterie.log.segment import parse_segment_base
 
@@ -92,10 +102,17 @@ def new_topic_id() -> uuid.UUID:
 class LogManager:
     """Owns the data directory: its lock, the topic registry and every PartitionLog."""
 
-    def __init__(self, data_dir: Path, broker_props: Mapping[str, str], lock_fd: int) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        broker_props: Mapping[str, str],
+        lock_fd: int,
+        files: OpenFiles | None = None,
+    ) -> None:
         self._data_dir = data_dir
         self._broker_props = dict(broker_props)
         self._lock_fd = lock_fd
+        self._files = OpenFiles(capacity_from(broker_props)) if files is None else files
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
@@ -111,8 +128,9 @@ class LogManager:
         """
         data_dir = Path(data_dir)
         LogConfig.from_properties(broker_props, {})  # fail early on bad broker settings
+        files = OpenFiles(capacity_from(broker_props))
         lock_fd = _lock_data_dir(data_dir)
-        manager = cls(data_dir, broker_props, lock_fd)
+        manager = cls(data_dir, broker_props, lock_fd, files)
         try:
             manager._load(now_ms)
         except BaseException:
@@ -143,7 +161,9 @@ class LogManager:
             for index in range(info.partitions):
                 directory = self._partition_dir(info.name, index)
                 try:
-                    self._logs[(info.name, index)] = PartitionLog.open(directory, config, now_ms)
+                    self._logs[(info.name, index)] = PartitionLog.open(
+                        directory, config, now_ms, self._files
+                    )
                 except OSError as e:
                     raise StorageError(f"cannot open partition log {directory}: {e}") from e
 
@@ -181,6 +201,11 @@ class LogManager:
     def partition(self, name: str, index: int) -> PartitionLog | None:
         return self._logs.get((name, index))
 
+    @property
+    def open_files(self) -> OpenFiles:
+        """The set of open segment files shared by every partition here."""
+        return self._files
+
     def log_config(self, name: str) -> LogConfig | None:
         """The effective settings of a topic (broker defaults overlaid with its configs)."""
         info = self._topics.get(name)
@@ -205,9 +230,15 @@ class LogManager:
             raise InvalidConfigError(problem)
         config = self._log_config(configs)
         info = TopicInfo(name, new_topic_id(), partitions, dict(configs))
-        self._write_topic(info)
+        try:
+            self._open_partitions(info, range(partitions), config, now_ms)
+            self._write_topic(info)
+        except BaseException as e:
+            self._discard_partitions(name, range(partitions))
+            with contextlib.suppress(OSError):  # written, but its directory fsync failed
+                self._topic_file(name).unlink()
+            _reraise_as_storage_error(f"cannot create topic '{name}'", e)
         self._register(info)
-        self._open_partitions(info, range(partitions), config, now_ms)
         return info
 
     def delete_topic(self, name: str) -> None:
@@ -242,9 +273,15 @@ class LogManager:
             )
         old_total = info.partitions
         config = self._log_config(info.configs)
-        self._open_partitions(info, range(old_total, new_total), config, now_ms)
         updated = TopicInfo(info.name, info.topic_id, new_total, dict(info.configs))
-        self._write_topic(updated)
+        try:
+            self._open_partitions(info, range(old_total, new_total), config, now_ms)
+            self._write_topic(updated)
+        except BaseException as e:
+            self._discard_partitions(name, range(old_total, new_total))
+            with contextlib.suppress(OSError):  # in case the new file landed after all
+                self._write_topic(info)
+            _reraise_as_storage_error(f"cannot add partitions to topic '{name}'", e)
         self._register(updated)
         return updated
 
@@ -308,14 +345,35 @@ class LogManager:
     def _open_partitions(
         self, info: TopicInfo, indexes: range, config: LogConfig, now_ms: int
     ) -> None:
+        """Create fresh partition logs. Their files are closed again at once: a large new
+        topic must not push the partitions in use out of the open-file set."""
         for index in indexes:
             directory = self._partition_dir(info.name, index)
             if directory.exists():  # stale data from an interrupted delete: never reuse it
                 shutil.rmtree(directory)
-            self._logs[(info.name, index)] = PartitionLog.open(directory, config, now_ms)
+            log = PartitionLog.open(directory, config, now_ms, self._files)
+            self._logs[(info.name, index)] = log
+            log.release_files()
+
+    def _discard_partitions(self, name: str, indexes: range) -> None:
+        """Undo `_open_partitions` as far as it got: close and remove each new partition.
+        Best effort; a directory left behind is an orphan the next start removes."""
+        for index in indexes:
+            log = self._logs.pop((name, index), None)
+            if log is not None:
+                log.close_unclean()
+            shutil.rmtree(self._partition_dir(name, index), ignore_errors=True)
 
     def _write_topic(self, info: TopicInfo) -> None:
         atomic_write(self._topic_file(info.name), info.to_json().encode())
+
+
+def _reraise_as_storage_error(what: str, error: BaseException) -> NoReturn:
+    """Raise what a failed creation raises: StorageError with the cause on one line for
+    OSError and StorageError, anything else (a bug, KeyboardInterrupt) unchanged."""
+    if isinstance(error, OSError | StorageError):
+        raise StorageError(f"{what}: {error}") from error
+    raise error
 
 
 def _lock_data_dir(data_dir: Path) -> int:

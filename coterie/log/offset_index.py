@@ -30,11 +30,12 @@ class OffsetIndex(IndexFile):
     def load(cls, path: Path, base_offset: int, max_bytes: int) -> tuple[OffsetIndex, bool]:
         """Open the index at `path`; the flag is False if the file is missing or malformed
         (the index is then empty and the caller should rebuild it)."""
-        existed = path.exists()
         index = cls(path, base_offset, max_bytes)
-        if not existed:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
             return index, False
-        data = path.read_bytes()
+        index._on_disk = True
         if len(data) % cls.ENTRY_SIZE:
             return index, False
         flat = array("i")

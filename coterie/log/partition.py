@@ -11,6 +11,10 @@ maybe_flush() tick (Kafka does that on a background thread; here the broker's pe
 tick does it, since this package starts no threads). A clean close leaves a marker file;
 without it, open() re-verifies every segment written since the last fsync and cuts off a
 torn tail.
+
+Segments open their .log files through a shared OpenFiles set (coterie.log.open_files), so a
+partition holds a descriptor only while one of its segments is in use; `release_files` gives
+them all back at once (done for partitions just created, which nobody uses yet).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from coterie.log.batch import assign_offsets, stamp_log_append_time, validate_ba
 from coterie.log.config import INT_MAX, LogConfig
 from coterie.log.errors import LogError, OffsetOutOfRangeError, RecordTooLargeError
 from coterie.log.files import TMP_SUFFIX, atomic_write, fsync_dir
+from coterie.log.open_files import OpenFiles, default_open_files
+from coterie.log.record_scan import OffsetAndTimestamp
 from coterie.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -50,9 +56,17 @@ class AppendInfo:
 class PartitionLog:
     """A partition's segments, with append/read/retention/recovery."""
 
-    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], now_ms: int):
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[Segment],
+        now_ms: int,
+        files: OpenFiles,
+    ):
         self._directory = directory
         self._config = config
+        self._files = files
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._sealed_unflushed: list[Segment] = []
@@ -64,8 +78,18 @@ class PartitionLog:
     # --------------------------------------------------------------------------- opening
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig, now_ms: int) -> PartitionLog:
-        """Create the partition directory or load it, recovering after an unclean stop."""
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        now_ms: int,
+        files: OpenFiles | None = None,
+    ) -> PartitionLog:
+        """Create the partition directory or load it, recovering after an unclean stop.
+
+        `files` is the set of open segment files shared with other partitions (the
+        process-wide default if None)."""
+        files = default_open_files() if files is None else files
         directory.mkdir(parents=True, exist_ok=True)
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
@@ -92,13 +116,15 @@ class PartitionLog:
                 path.unlink()
 
         if not bases:
-            log = cls(directory, config, [Segment(directory, 0, config, create=True)], now_ms)
-            return log
+            first = Segment(directory, 0, config, create=True, files=files)
+            return cls(directory, config, [first], now_ms, files)
 
         ordered = sorted(bases)
-        segments = [Segment(directory, b, config, create=False) for b in ordered]
+        segments: list[Segment] = []
         cut = 0
         try:
+            for b in ordered:
+                segments.append(Segment(directory, b, config, create=False, files=files))
             first_unsynced = 0 if not clean else len(segments) - 1
             if not clean and recovery_point > 0:
                 first_unsynced = max(bisect_right(ordered, recovery_point) - 1, 0)
@@ -119,12 +145,12 @@ class PartitionLog:
                     break
         except BaseException:
             for seg in segments:
-                seg.close()
+                seg.close_unwritten()
             raise
         active = segments[-1]
         if active.size:
             active.first_append_ms = now_ms
-        log = cls(directory, config, segments, now_ms)
+        log = cls(directory, config, segments, now_ms, files)
         log.recovered_bytes = cut
         return log
 
@@ -160,6 +186,16 @@ class PartitionLog:
     @property
     def segment_count(self) -> int:
         return len(self._segments)
+
+    @property
+    def open_file_count(self) -> int:
+        """How many of this partition's segment files are open right now."""
+        return sum(seg.is_open for seg in self._segments)
+
+    def release_files(self) -> None:
+        """Close every open segment file now; each reopens when next read or written."""
+        for seg in self._segments:
+            seg.release_fd()
 
     # -------------------------------------------------------------------------- writing
 
@@ -224,7 +260,9 @@ class PartitionLog:
         if old.size == 0:
             return
         old.seal()
-        new = Segment(self._directory, old.next_offset, self._config, create=True)
+        new = Segment(
+            self._directory, old.next_offset, self._config, create=True, files=self._files
+        )
         self._segments.append(new)
         self._bases.append(new.base_offset)
         self._sealed_unflushed.append(old)
@@ -265,13 +303,12 @@ class PartitionLog:
             return seg, start, end
         return None
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(base offset, maxTimestamp) of the first batch whose maxTimestamp >= timestamp.
-
-        Batch granularity is deliberate: the broker never decodes records, so ListOffsets
-        answers with the batch's base offset; a consumer starting there skips the earlier
-        records of that batch itself.
-        """
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """(offset, timestamp) of the first record, in offset order, whose timestamp is >=
+        `timestamp`; None if there is none. Kafka's ListOffsets rule: record timestamps need
+        not grow inside a batch or from batch to batch, so this is the first such record, not
+        the smallest timestamp >= the target. Only the batch holding it is read
+        (Segment.find_timestamp)."""
         self._check_open()
         for seg in self._segments:
             found = seg.find_timestamp(timestamp)
@@ -279,15 +316,17 @@ class PartitionLog:
                 return found
         return None
 
-    def max_timestamp(self) -> tuple[int, int] | None:
-        """(last offset of the batch with the largest maxTimestamp, that timestamp)."""
+    def max_timestamp(self) -> OffsetAndTimestamp | None:
+        """(offset, timestamp) of the first record carrying the log's largest timestamp, as
+        Kafka answers ListOffsets(MAX_TIMESTAMP): the first segment with the largest
+        maxTimestamp, the first batch in it with that maxTimestamp, and the first record of
+        that batch with that timestamp. None when no batch has a timestamp."""
+        self._check_open()
         best: Segment | None = None
         for seg in self._segments:
             if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
                 best = seg
-        if best is None:
-            return None
-        return best.max_timestamp_offset, best.max_timestamp
+        return None if best is None else best.find_max_timestamp()
 
     # --------------------------------------------------------------------- maintenance
 
@@ -371,13 +410,13 @@ class PartitionLog:
         fsync_dir(self._directory)
 
     def close_unclean(self) -> None:
-        """Release the files without flushing or the marker, as a crash would (for tests and
-        for giving up on a broken disk)."""
+        """Release the files without flushing, writing or the marker, as a crash would (for
+        tests, for deleting, and for giving up on a broken disk)."""
         if self._closed:
             return
         self._closed = True
         for seg in self._segments:
-            seg.close()
+            seg.close_unwritten()
 
     def delete(self) -> None:
         """Close and remove the partition directory with all its data."""

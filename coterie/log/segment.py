@@ -5,6 +5,11 @@ byte-for-byte as they were appended, so serving a fetch is a byte-range read. Th
 knows how to find batch boundaries (index bisect, then a short header scan), and how to
 rescan itself after a crash, cutting the file at the first batch that is torn or fails its
 CRC.
+
+Its .log descriptor is not its own to keep: it comes from the partition logs' shared
+OpenFiles set, which may close it at any time to make room, and `fd` reopens the file on
+demand. So code here reads `self.fd` at each system call and never keeps the number across
+a call that could open another segment's file (coterie.log.open_files has the design).
 """
 
 from __future__ import annotations
@@ -20,6 +25,12 @@ from coterie.log.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, Batc
 from coterie.log.config import LogConfig
 from coterie.log.errors import StorageError
 from coterie.log.offset_index import OffsetIndex
+from coterie.log.open_files import OpenFiles
+from coterie.log.record_scan import (
+    OffsetAndTimestamp,
+    first_at_or_after,
+    first_with_max_timestamp,
+)
 from coterie.log.time_index import TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -35,6 +46,9 @@ F_LAST_OFFSET_DELTA = 6
 F_MAX_TIMESTAMP = 8
 F_RECORDS_COUNT = 12
 
+_CREATE = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
+# Reopening never creates: a segment whose file vanished must fail, not come back empty.
+_REOPEN = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
 _SCAN_CHUNK = 16 * 1024  # header scans read this much at a time
 _RECOVERY_CHUNK = 4 * 1024 * 1024
 
@@ -52,28 +66,41 @@ def parse_segment_base(name: str) -> int | None:
 
 
 class Segment:
-    """A segment's open files and the in-memory facts the partition needs about it."""
+    """A segment's files and the in-memory facts the partition needs about it."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, *, create: bool):
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        create: bool,
+        files: OpenFiles,
+    ):
         self.base_offset = base_offset
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
         time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         if create:
-            flags |= os.O_TRUNC
             for stale in (index_path, time_index_path):
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
-        self.fd = os.open(self.log_path, flags, 0o644)
-        stat = os.fstat(self.fd)
+        self._files = files
+        self._closed = False
+        self._fd = files.open(self, self.log_path, _CREATE if create else _REOPEN)
+        try:
+            stat = os.fstat(self._fd)
+            self.offset_index, self.offset_index_ok = OffsetIndex.load(
+                index_path, base_offset, config.segment_index_bytes
+            )
+            self.time_index, self.time_index_ok = TimeIndex.load(
+                time_index_path, base_offset, config.segment_index_bytes
+            )
+        except BaseException:
+            self._closed = True
+            self.release_fd()
+            raise
         self.size = stat.st_size
-        self.offset_index, self.offset_index_ok = OffsetIndex.load(
-            index_path, base_offset, config.segment_index_bytes
-        )
-        self.time_index, self.time_index_ok = TimeIndex.load(
-            time_index_path, base_offset, config.segment_index_bytes
-        )
         self.index_interval_bytes = config.index_interval_bytes
         self.next_offset = base_offset
         self.max_timestamp = self.time_index.last_timestamp
@@ -84,6 +111,41 @@ class Segment:
         # Used for time retention when batches carry no timestamps; Kafka uses mtime too.
         self.last_append_ms = stat.st_mtime_ns // 1_000_000
         self.dirty = False  # log bytes written since the last fsync
+
+    # ------------------------------------------------------------------------ descriptor
+
+    @property
+    def fd(self) -> int:
+        """The open .log descriptor, reopened if the shared set closed it. Valid until the
+        next call that may open another segment's file: use it at once (a Fetch answer
+        duplicates it for sendfile)."""
+        fd = self._fd
+        if fd >= 0:
+            self._files.touch(self)
+            return fd
+        if self._closed:
+            raise StorageError(f"{self.log_path}: segment is closed")
+        try:
+            self._fd = self._files.open(self, self.log_path, _REOPEN)
+        except OSError as e:
+            raise StorageError(f"cannot open {self.log_path}: {e.strerror or e}") from e
+        return self._fd
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the .log descriptor is open right now (not closed or set aside)."""
+        return self._fd >= 0
+
+    def _evicted(self) -> None:
+        """Called by the shared set when it closes this segment's descriptor for room."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def release_fd(self) -> None:
+        """Close the descriptor now (the next read or write reopens the file)."""
+        self._files.release(self)
+        self._evicted()
 
     # ----------------------------------------------------------------------------- writes
 
@@ -103,7 +165,7 @@ class Segment:
                 view = view[written:]
         except OSError as e:
             # Never leave half a batch behind for the next append to build on.
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, StorageError):
                 os.ftruncate(self.fd, start)
             raise StorageError(f"cannot append to {self.log_path}: {e.strerror or e}") from e
         offset = first_offset
@@ -116,8 +178,7 @@ class Segment:
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
         self.last_append_ms = now_ms
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
+        # New index entries stay in memory until the segment is sealed, flushed or closed.
 
     def _track(self, position: int, base: int, last: int, size: int, max_ts: int) -> None:
         """Account for one batch in the indexes and the running facts."""
@@ -144,20 +205,32 @@ class Segment:
 
     def flush(self) -> None:
         if self.dirty:
+            # A reopened descriptor is as good: fsync syncs the file, not the descriptor.
             os.fsync(self.fd)
             self.dirty = False
         self.offset_index.flush()
         self.time_index.flush()
 
     def close(self) -> None:
-        if self.fd >= 0:
+        """Write pending index entries and close the file for good. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
             self.offset_index.close()
             self.time_index.close()
-            os.close(self.fd)
-            self.fd = -1
+        finally:
+            self.release_fd()
+
+    def close_unwritten(self) -> None:
+        """Close for good without writing anything (a crash, or a segment being deleted)."""
+        self._closed = True
+        self.offset_index.discard()
+        self.time_index.discard()
+        self.release_fd()
 
     def delete(self) -> None:
-        self.close()
+        self.close_unwritten()
         self.offset_index.delete()
         self.time_index.delete()
         with contextlib.suppress(FileNotFoundError):
@@ -225,14 +298,31 @@ class Segment:
                 raise StorageError(f"{self.log_path}: short read at byte {start + done}")
             done += n
 
-    def find_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(base offset, maxTimestamp) of the first batch with maxTimestamp >= timestamp."""
+    def find_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """(offset, timestamp) of the first record, in offset order, whose timestamp is >=
+        `timestamp` (Kafka's rule). The time index and the batch headers find the first batch
+        whose maxTimestamp reaches it; only that batch is read and its records scanned."""
         if self.max_timestamp < timestamp:
             return None
         start = self.offset_index.lookup(self.time_index.start_offset_for(timestamp))
-        for _, f in self.headers_from(start):
+        for pos, f in self.headers_from(start):
             if f[F_MAX_TIMESTAMP] >= timestamp:
-                return f[F_BASE_OFFSET], f[F_MAX_TIMESTAMP]
+                batch = self.read_range(pos, pos + f[F_BATCH_LENGTH] + LOG_OVERHEAD)
+                found = first_at_or_after(batch, timestamp)
+                if found is not None:
+                    return found
+        return None
+
+    def find_max_timestamp(self) -> OffsetAndTimestamp | None:
+        """(offset, timestamp) of the first record carrying this segment's largest timestamp
+        (Kafka's MAX_TIMESTAMP answer), or None if no batch has a timestamp. The batch is the
+        first whose maxTimestamp is that largest one; its records say which offset has it."""
+        if self.max_timestamp_offset < 0:
+            return None
+        for pos, f in self.headers_from(self.offset_index.lookup(self.max_timestamp_offset)):
+            if f[F_MAX_TIMESTAMP] == self.max_timestamp:
+                batch = self.read_range(pos, pos + f[F_BATCH_LENGTH] + LOG_OVERHEAD)
+                return first_with_max_timestamp(batch)
         return None
 
     def largest_time(self) -> int:
@@ -277,8 +367,6 @@ class Segment:
         end = self._scan(start, expected, verify_crc=False)
         if end != self.size or not self._time_index_within(self.next_offset):
             return self.recover(verify_crc=True)
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
         return 0
 
     def load_trusted(self, next_offset: int) -> int:

@@ -32,11 +32,12 @@ class TimeIndex(IndexFile):
     @classmethod
     def load(cls, path: Path, base_offset: int, max_bytes: int) -> tuple[TimeIndex, bool]:
         """Open the index at `path`; the flag is False if the file is missing or malformed."""
-        existed = path.exists()
         index = cls(path, base_offset, max_bytes)
-        if not existed:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
             return index, False
-        data = path.read_bytes()
+        index._on_disk = True
         if len(data) % cls.ENTRY_SIZE:
             return index, False
         for ts, rel in _ENTRY.iter_unpack(data):

@@ -35,7 +35,6 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
 from coterie.broker.handlers.metadata import LEADER_EPOCH
-from coterie.log.errors import OffsetOutOfRangeError
 from coterie.log.segment import Segment
 from coterie.wire.codec import FileRange, RawResponse, response_header_room
 
@@ -43,21 +42,28 @@ log = logging.getLogger("coterie.fetch")
 
 
 def _resolve(ctx: RequestContext, topic: Any) -> tuple[str | None, Any, ErrorCode]:
-    """Topic name, topic-id-or-name echo field, and error for one requested topic."""
+    """Topic name, topic-id-or-name echo field, and error for one requested topic.
+
+    v13+ names topics by id. An id no topic has, the zero id included (kio reads it as None),
+    is UNKNOWN_TOPIC_ID on each of its partitions, as Kafka answers; the id is echoed as sent.
+    """
     logs = ctx.broker.logs
     if ctx.api_version >= 13:
-        info = logs.topic_by_id(topic.topic_id)
+        info = logs.topic_by_id(topic.topic_id) if topic.topic_id is not None else None
         if info is None:
             return None, topic.topic_id, ErrorCode.unknown_topic_id
         return info.name, topic.topic_id, ErrorCode.none
     name = topic.topic
+    if name is None:  # a null name: Kafka cannot parse the request; never a crash here
+        return None, "", ErrorCode.unknown_topic_or_partition
     return name, name, ErrorCode.none
 
 
 @dataclass(slots=True)
 class _Part:
     """One partition of the planned response. `span` is where its records lie (segment,
-    start, end); records are null when `error` is set and empty when `span` is None."""
+    start, end); the records are empty when `span` is None, errors included (Kafka sends
+    empty records with an error, never null: librdkafka cannot parse a null there)."""
 
     index: int
     error: int
@@ -67,17 +73,28 @@ class _Part:
 
 
 def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part]]], int, list]:
-    """One pass over every requested partition: what each answers, bytes planned, wait keys."""
+    """One pass over every requested partition: what each answers, bytes planned, wait keys.
+
+    Size limits follow Kafka's ReplicaManager.readFromLog, at whole-batch granularity: each
+    partition may use min(its partition_max_bytes, what is left of the request's max_bytes);
+    until some partition has returned data, the first batch at the fetch offset is returned
+    whole even if it alone is larger (so a consumer can always make progress), but never
+    more than that one batch when it is; after that a partition whose first batch does not fit
+    returns nothing. So the records of a response never exceed max_bytes, except by that one
+    batch. (Kafka fills the rest of a limit with the bytes of a partial batch, which clients
+    drop; coterie stops at the last whole batch.)
+    """
     logs = ctx.broker.logs
-    budget = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
+    budget = max(request.max_bytes, 0) if ctx.api_version >= 3 else 0x7FFFFFFF
+    min_one = True  # until a partition has returned data (Kafka's minOneMessage)
     total = 0
     keys = []
     errors = False
     topics = []
-    for topic in request.topics:
+    for topic in request.topics or ():
         name, echo, topic_error = _resolve(ctx, topic)
         parts = []
-        for p in topic.partitions:
+        for p in topic.partitions or ():
             index = p.partition
             part = logs.partition(name, index) if name is not None else None
             leader_epoch = getattr(p, "current_leader_epoch", -1)
@@ -94,19 +111,23 @@ def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part
                 hw = part.log_end_offset
                 entry = _Part(index, ErrorCode.none, hw, part.log_start_offset)
                 parts.append(entry)
-                max_bytes = min(p.partition_max_bytes, budget) if total else p.partition_max_bytes
-                try:
-                    span = part.locate(p.fetch_offset, max_bytes) if max_bytes > 0 else None
-                except OffsetOutOfRangeError:
+                max_bytes = max(min(p.partition_max_bytes, budget), 0)
+                if not part.log_start_offset <= p.fetch_offset <= hw:
+                    # Out of range whatever room is left, as in Kafka (checked before reading).
                     entry.error = ErrorCode.offset_out_of_range
                     errors = True
-                else:
-                    entry.span = span
-                    if span is not None:
-                        size = span[2] - span[1]
-                        total += size
-                        budget -= size
-                    keys.append((name, index))
+                    continue
+                # locate() answers with at least the first batch, however small max_bytes is.
+                span = part.locate(p.fetch_offset, max_bytes) if min_one or max_bytes else None
+                if span is not None and not min_one and span[2] - span[1] > max_bytes:
+                    span = None  # its first batch does not fit in what is left
+                entry.span = span
+                if span is not None:
+                    size = span[2] - span[1]
+                    total += size
+                    budget = max(budget - size, 0)
+                    min_one = False
+                keys.append((name, index))
         topics.append((echo, parts))
     if errors:
         keys = []  # an error is news: answer at once instead of waiting
@@ -159,10 +180,9 @@ def _encode(ctx: RequestContext, topics: list[tuple[Any, list[_Part]]]) -> RawRe
     pieces.append(top + count(len(topics)))
     no_aborted = _uvarint(1) if flexible else _I32.pack(0)  # an empty array, as kio writes
     after_aborted = no_aborted + (replica.pack(-1) if replica is not None else b"")
-    null_records = b"\0" if flexible else b"\xff\xff\xff\xff"
     for echo, parts in topics:
         if version >= 13:
-            head = echo.bytes
+            head = echo.bytes if echo is not None else bytes(16)  # kio's None is the zero id
         else:
             name = echo.encode()
             head = (_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))) + name
@@ -173,9 +193,7 @@ def _encode(ctx: RequestContext, topics: list[tuple[Any, list[_Part]]]) -> RawRe
                 values.append(part.log_start_offset)
             entry = fixed.pack(*values) + after_aborted
             span = part.span
-            if part.error != ErrorCode.none:
-                pieces.append(entry + null_records + end_tags)
-            elif span is None:
+            if span is None:
                 pieces.append(entry + count(0) + end_tags)
             else:
                 pieces.append(entry + count(span[2] - span[1]))

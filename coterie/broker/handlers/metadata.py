@@ -1,7 +1,16 @@
 """Metadata v0-v13: this process is the only broker, controller and partition leader.
 
 Auto-creation happens here (as in Kafka), synchronously, so the answer already lists the new
-topic's partitions instead of making the client retry on LEADER_NOT_AVAILABLE.
+topic's partitions instead of making the client retry on LEADER_NOT_AVAILABLE. If creating
+fails on disk nothing is left behind and the topic is answered KAFKA_STORAGE_ERROR (a
+retriable error: the client asks again).
+
+`is_internal` is true exactly for coterie's internal topics (coterie.log.names), as Kafka
+marks exactly its own. A missing internal topic is never auto-created: Kafka creates one with
+its coordinator's settings, and coterie's coordinators create theirs at start-up, so a
+missing one belongs to a feature that is off or not there yet (group events disabled,
+transactions); creating it under the broker defaults would leave that feature a log with the
+wrong partition count. It is answered UNKNOWN_TOPIC_OR_PARTITION, as with auto-creation off.
 """
 
 from __future__ import annotations
@@ -11,7 +20,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
-from coterie.log.names import validate_topic_name
+from coterie.log.errors import LogError
+from coterie.log.names import is_internal_topic, validate_topic_name
 
 LEADER_EPOCH = 0
 
@@ -22,7 +32,7 @@ def topic_entry(ctx: RequestContext, info: Any) -> dict[str, Any]:
         "error_code": ErrorCode.none,
         "name": info.name,
         "topic_id": info.topic_id,
-        "is_internal": info.name.startswith("__"),
+        "is_internal": is_internal_topic(info.name),
         "partitions": [
             {"error_code": ErrorCode.none, "partition_index": p, "leader_id": node,
              "leader_epoch": LEADER_EPOCH, "replica_nodes": [node], "isr_nodes": [node],
@@ -58,11 +68,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 if problem is not None:
                     topics.append({"error_code": ErrorCode.invalid_topic_exception, "name": name})
                     continue
-                if not (allow_auto and broker.config.auto_create_topics):
+                internal = is_internal_topic(name)
+                if internal or not (allow_auto and broker.config.auto_create_topics):
                     topics.append({"error_code": ErrorCode.unknown_topic_or_partition,
-                                   "name": name})
+                                   "name": name, "is_internal": internal})
                     continue
-                info = broker.create_topic(name, broker.config.num_partitions, {})
+                try:
+                    info = broker.create_topic(name, broker.config.num_partitions, {})
+                except (LogError, OSError):
+                    # Logged by the broker; nothing was created.
+                    topics.append({"error_code": ErrorCode.kafka_storage_error, "name": name})
+                    continue
             topics.append(topic_entry(ctx, info))
     cfg = broker.config
     return ctx.respond({

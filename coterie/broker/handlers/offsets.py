@@ -1,9 +1,15 @@
 """ListOffsets v1-v8 and OffsetForLeaderEpoch v2-v4.
 
-Timestamp lookups work at record-batch granularity: the broker reads batch headers only, so
-"the first offset with a timestamp >= T" is answered with the base offset of the first batch
-whose max timestamp is >= T (see docs/decisions.md). A single node never changes leader, so
-every partition lives in leader epoch 0 and its end offset is the log end offset.
+Timestamp lookups answer with a record, as Kafka does: for a timestamp T, the offset and
+timestamp of the first record (in offset order) whose timestamp is >= T; for MAX_TIMESTAMP
+(-3), the first record carrying the partition's largest timestamp. Batch headers and the time
+index find the one batch that holds it and only that batch is read (coterie.log.record_scan;
+see docs/decisions.md). A single node never changes leader, so every partition lives in
+leader epoch 0 and its end offset is the log end offset.
+
+Both handlers are total: a null array (kio reads one as None) counts as empty. Kafka never
+gets that far, its parser refuses the null and closes the connection, as coterie's wire
+layer does too; the handlers do not rely on it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,12 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
+# The first ListOffsets version that may ask for each special timestamp; any other negative
+# timestamp, or one asked for in an older version, is UNSUPPORTED_VERSION (Kafka's rule,
+# checked before the partition is even looked up). LATEST_TIERED needs v9, which coterie does
+# not offer, so it is always unsupported here.
+_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+
 
 def _epoch_error(current_leader_epoch: int) -> ErrorCode | None:
     if current_leader_epoch > LEADER_EPOCH:
@@ -28,41 +40,44 @@ def _epoch_error(current_leader_epoch: int) -> ErrorCode | None:
     return None
 
 
+def _unsupported(timestamp: int, version: int) -> bool:
+    return timestamp < 0 and version < _MIN_VERSION.get(timestamp, 1 << 15)
+
+
 def _list_one(part: Any, timestamp: int) -> dict[str, Any]:
+    """The answer for one partition: offset, timestamp and leader epoch. A lookup that finds
+    nothing answers -1 for all three, as Kafka does."""
     if timestamp == LATEST:
-        return {"timestamp": -1, "offset": part.log_end_offset}
+        return {"timestamp": -1, "offset": part.log_end_offset, "leader_epoch": LEADER_EPOCH}
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return {"timestamp": -1, "offset": part.log_start_offset}
-    if timestamp == LATEST_TIERED:
-        return {"timestamp": -1, "offset": -1}
+        return {"timestamp": -1, "offset": part.log_start_offset, "leader_epoch": LEADER_EPOCH}
     found = part.max_timestamp() if timestamp == MAX_TIMESTAMP else (
         part.offset_for_timestamp(timestamp) if timestamp >= 0 else None
     )
     if found is None:
-        return {"timestamp": -1, "offset": -1}
-    offset, ts = found
-    return {"timestamp": ts, "offset": offset}
+        return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
+    return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": LEADER_EPOCH}
 
 
 def list_offsets(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
+    version = ctx.api_version
     topics = []
-    for t in request.topics:
+    for t in request.topics or ():
         parts = []
-        for p in t.partitions:
+        for p in t.partitions or ():
             entry: dict[str, Any] = {"partition_index": p.partition_index,
                                      "timestamp": -1, "offset": -1, "leader_epoch": -1}
-            part = logs.partition(t.name, p.partition_index)
+            part = logs.partition(t.name, p.partition_index) if t.name is not None else None
             err = _epoch_error(getattr(p, "current_leader_epoch", -1))
-            if part is None:
+            if _unsupported(p.timestamp, version):
+                entry["error_code"] = ErrorCode.unsupported_version
+            elif part is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
             elif err is not None:
                 entry["error_code"] = err
-            elif p.timestamp < LATEST_TIERED:
-                entry["error_code"] = ErrorCode.unsupported_version
             else:
-                entry.update(_list_one(part, p.timestamp), error_code=ErrorCode.none,
-                             leader_epoch=LEADER_EPOCH)
+                entry.update(_list_one(part, p.timestamp), error_code=ErrorCode.none)
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
     return ctx.respond({"topics": topics})
@@ -71,12 +86,12 @@ def list_offsets(ctx: RequestContext, request: Any) -> Any:
 def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.broker.logs
     topics = []
-    for t in request.topics:
+    for t in request.topics or ():
         parts = []
-        for p in t.partitions:
+        for p in t.partitions or ():
             entry: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1,
                                      "end_offset": -1}
-            part = logs.partition(t.topic, p.partition)
+            part = logs.partition(t.topic, p.partition) if t.topic is not None else None
             err = _epoch_error(p.current_leader_epoch)
             if part is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition

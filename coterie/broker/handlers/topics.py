@@ -3,6 +3,20 @@
 Replication factors other than 1 (or -1 for the default) cannot be honoured by one broker
 and are refused with INVALID_REPLICATION_FACTOR, as Kafka does when there are fewer brokers
 than replicas. Manual replica assignments may only name this broker.
+
+Every refusal is decided before anything is written:
+
+* Internal topics (coterie.log.names) cannot be deleted or given more partitions:
+  INVALID_TOPIC_EXCEPTION, "Cannot delete internal topic <name>". Kafka 4.x itself accepts
+  both (and then fails every commit); coterie refuses them the way Kafka's broker refuses
+  writes and record deletions on internal topics.
+* A request that would create more than `max.partitions.per.request` partitions, all its
+  topics together, is refused for each of those topics with POLICY_VIOLATION and a message
+  naming the setting (Kafka's controller refuses any operation of more than 10,000 records,
+  one per partition, with POLICY_VIOLATION). validate_only requests get the same answer.
+
+What fails while writing (EMFILE, ENOSPC, ...) leaves nothing behind (LogManager creates
+all-or-nothing) and is answered KAFKA_STORAGE_ERROR with the cause.
 """
 
 from __future__ import annotations
@@ -13,8 +27,39 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
 from coterie.log.config import validate_topic_configs
-from coterie.log.errors import LogError
-from coterie.log.names import validate_topic_name
+from coterie.log.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    LogError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from coterie.log.names import internal_topic_refusal, is_internal_topic, validate_topic_name
+
+_ERROR_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (TopicExistsError, ErrorCode.topic_already_exists),
+    (InvalidTopicError, ErrorCode.invalid_topic_exception),
+    (InvalidPartitionsError, ErrorCode.invalid_partitions),
+    (InvalidConfigError, ErrorCode.invalid_config),
+    (UnknownTopicError, ErrorCode.unknown_topic_or_partition),
+    (StorageError, ErrorCode.kafka_storage_error),
+    (OSError, ErrorCode.kafka_storage_error),
+)
+
+
+def error_code_for(error: Exception) -> ErrorCode:
+    """The Kafka error code that tells a client what a failed topic operation hit."""
+    for cls, code in _ERROR_CODES:
+        if isinstance(error, cls):
+            return code
+    return ErrorCode.unknown_server_error
+
+
+def _too_many_partitions(requested: int, limit: int) -> str:
+    return (f"This request would create {requested} partitions, more than "
+            f"max.partitions.per.request ({limit}) allows in one request.")
 
 
 def _check_new_topic(ctx: RequestContext, t: Any) -> tuple[ErrorCode, str | None, int]:
@@ -53,6 +98,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     names = [t.name for t in request.topics]
     results = []
+    accepted: list[tuple[Any, dict[str, Any], int]] = []  # (topic, its entry, partitions)
     for t in request.topics:
         if names.count(t.name) > 1:
             results.append({"name": t.name, "error_code": ErrorCode.invalid_request,
@@ -62,16 +108,27 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
         entry: dict[str, Any] = {"name": t.name, "error_code": code, "error_message": message,
                                  "num_partitions": -1, "replication_factor": -1}
         if code == ErrorCode.none:
-            entry.update(num_partitions=partitions, replication_factor=1)
-            if not request.validate_only:
-                configs = {c.name: c.value for c in t.configs}
-                try:
-                    info = broker.create_topic(t.name, partitions, configs)
-                except (LogError, OSError) as e:
-                    entry.update(error_code=ErrorCode.unknown_server_error, error_message=str(e))
-                else:
-                    entry["topic_id"] = info.topic_id
+            accepted.append((t, entry, partitions))
         results.append(entry)
+    requested = sum(partitions for _, _, partitions in accepted)
+    limit = broker.config.max_partitions_per_request
+    if requested > limit:
+        for _, entry, _ in accepted:
+            entry.update(error_code=ErrorCode.policy_violation,
+                         error_message=_too_many_partitions(requested, limit))
+        accepted = []
+    for t, entry, partitions in accepted:
+        entry.update(num_partitions=partitions, replication_factor=1)
+        if request.validate_only:
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        try:
+            info = broker.create_topic(t.name, partitions, configs)
+        except (LogError, OSError) as e:
+            entry.update(error_code=error_code_for(e), error_message=str(e),
+                         num_partitions=-1, replication_factor=-1)
+        else:
+            entry["topic_id"] = info.topic_id
     return ctx.respond({"topics": results})
 
 
@@ -91,9 +148,16 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
             results.append({"name": name, "topic_id": topic_id, "error_code": code,
                             "error_message": "This server does not host this topic."})
             continue
-        broker.delete_topic(info.name)
-        results.append({"name": info.name, "topic_id": info.topic_id,
-                        "error_code": ErrorCode.none})
+        entry = {"name": info.name, "topic_id": info.topic_id, "error_code": ErrorCode.none}
+        if is_internal_topic(info.name):
+            entry.update(error_code=ErrorCode.invalid_topic_exception,
+                         error_message=internal_topic_refusal("delete", info.name))
+        else:
+            try:
+                broker.delete_topic(info.name)
+            except (LogError, OSError) as e:
+                entry.update(error_code=error_code_for(e), error_message=str(e))
+        results.append(entry)
     return ctx.respond({"responses": results})
 
 
@@ -101,11 +165,17 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     logs = broker.logs
     results = []
+    accepted: list[tuple[Any, dict[str, Any], int]] = []  # (topic, its entry, new partitions)
     for t in request.topics:
         info = logs.topics.get(t.name)
         if info is None:
             results.append({"name": t.name, "error_code": ErrorCode.unknown_topic_or_partition,
                             "error_message": f"The topic '{t.name}' does not exist."})
+            continue
+        if is_internal_topic(t.name):
+            results.append({"name": t.name, "error_code": ErrorCode.invalid_topic_exception,
+                            "error_message": internal_topic_refusal("add partitions to",
+                                                                    t.name)})
             continue
         if t.count <= info.partitions:
             results.append({"name": t.name, "error_code": ErrorCode.invalid_partitions,
@@ -117,7 +187,21 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
             results.append({"name": t.name, "error_code": ErrorCode.invalid_replica_assignment,
                             "error_message": "Assignments must cover exactly the new partitions."})
             continue
-        if not request.validate_only:
+        entry: dict[str, Any] = {"name": t.name, "error_code": ErrorCode.none}
+        accepted.append((t, entry, t.count - info.partitions))
+        results.append(entry)
+    requested = sum(added for _, _, added in accepted)
+    limit = broker.config.max_partitions_per_request
+    if requested > limit:
+        for _, entry, _ in accepted:
+            entry.update(error_code=ErrorCode.policy_violation,
+                         error_message=_too_many_partitions(requested, limit))
+        accepted = []
+    for t, entry, _ in accepted:
+        if request.validate_only:
+            continue
+        try:
             broker.create_partitions(t.name, t.count)
-        results.append({"name": t.name, "error_code": ErrorCode.none})
+        except (LogError, OSError) as e:
+            entry.update(error_code=error_code_for(e), error_message=str(e))
     return ctx.respond({"results": results})

@@ -11,7 +11,9 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
 
 from coterie.broker.handlers import fetch
 from coterie.wire.build import build
@@ -60,15 +62,21 @@ partitions = st.tuples(
               st.integers(1, 3).map(lambda k: bytes([k]) * (70_000 * k))),  # sendfile
     st.integers(0, 5),                         # where the records start in the "segment"
 )
-topics = st.tuples(st.text(min_size=1, max_size=140), st.lists(partitions, max_size=4))
+# Name (or the seed of a topic id), and whether a v13+ request named it by the zero id, which
+# kio reads as None and the handler echoes.
+topics = st.tuples(st.text(min_size=1, max_size=140), st.lists(partitions, max_size=4),
+                   st.booleans())
 
 
 @settings(max_examples=300, deadline=None)
 @given(version=st.integers(4, 16), answer=st.lists(topics, max_size=3))
 def test_hand_written_fetch_response_matches_kio(version, answer):
     planned, plain = [], []
-    for name, parts in answer:
-        echo = uuid.uuid5(uuid.NAMESPACE_DNS, name) if version >= 13 else name
+    for name, parts, zero_id in answer:
+        if version >= 13:
+            echo = None if zero_id else uuid.uuid5(uuid.NAMESPACE_DNS, name)
+        else:
+            echo = name
         planned_parts, plain_parts = [], []
         for index, error, hw, start_offset, records, skip in parts:
             part = fetch._Part(index, error or ErrorCode.none, hw, start_offset)
@@ -78,7 +86,8 @@ def test_hand_written_fetch_response_matches_kio(version, answer):
             plain_parts.append({
                 "partition_index": index, "error_code": part.error, "high_watermark": hw,
                 "last_stable_offset": hw, "log_start_offset": start_offset,
-                "preferred_read_replica": -1, "records": None if error else records})
+                # Kafka sends empty records, never null ones, with an error (issue 10).
+                "preferred_read_replica": -1, "records": b"" if error else records})
         planned.append((echo, planned_parts))
         plain.append({"topic": echo, "topic_id": echo, "partitions": plain_parts})
     raw = fetch._encode(SimpleNamespace(api_key=1, api_version=version), planned)
@@ -100,3 +109,23 @@ def test_sendfile_ranges_and_multi_byte_varint_lengths():
                  "last_stable_offset": 10, "log_start_offset": 0, "records": records}]}]})
         assert type(raw) is RawResponse and raw.rest
         assert _wire(encode_response(1, raw, 1, version)) == encode_response(1, entity)
+
+
+def test_error_partitions_carry_empty_records_not_null():
+    """Issue 10: librdkafka refuses a Fetch response whose records are null ("invalid
+    MessageSetSize -1") and so never sees the error, e.g. OFFSET_OUT_OF_RANGE, that would make
+    it reset its position. Kafka sends empty records with every partition error."""
+    parts = [fetch._Part(i, error) for i, error in enumerate(ERRORS)]
+    for version in range(4, 17):
+        echo = None if version >= 13 else "t"  # v13+: the zero topic id, read as None
+        raw = fetch._encode(SimpleNamespace(api_key=1, api_version=version), [(echo, parts)])
+        frame = _wire(encode_response(7, raw, 1, version))[4:]
+        schema = load_response_schema(1, version)
+        header, size = entity_reader(schema.__header_schema__)(frame, 0)
+        body, _ = entity_reader(schema)(frame, size)
+        assert header.correlation_id == 7
+        (topic,) = body.responses
+        if version >= 13:
+            assert topic.topic_id is None  # the zero id, echoed as sent
+        assert [(p.error_code, p.records) for p in topic.partitions] == [
+            (error, b"") for error in ERRORS], version

@@ -74,7 +74,8 @@ def test_log_append_time(tmp_path):
     assert info.log_append_time_ms == NOW
     (h,) = validate_batches(log.read(0, 1000))
     assert h.max_timestamp == NOW and h.attributes & 0x08
-    assert log.max_timestamp() == (1, NOW)
+    # Every record of a LogAppendTime batch carries the append time: the first one answers.
+    assert log.max_timestamp() == (0, NOW)
 
 
 def test_corrupt_and_too_large_are_rejected_without_writing(tmp_path):
@@ -337,21 +338,21 @@ def test_timestamp_lookups(tmp_path):
     assert log.offset_for_timestamp(1065) == (16, 1080)  # batch 7 (ts 500) is skipped
     assert log.offset_for_timestamp(1290) == (58, 1290)
     assert log.offset_for_timestamp(1291) is None
-    assert log.max_timestamp() == (59, 1290)
+    assert log.max_timestamp() == (58, 1290)  # the first record of the batch with it
     for t in range(990, 1300, 7):
         want = next(((2 * i, s) for i, s in enumerate(stamps) if s >= t), None)
         assert log.offset_for_timestamp(t) == want, t
     log.close()
     log = open_log(tmp_path / "p", LogConfig(segment_bytes=700, index_interval_bytes=60))
     assert log.offset_for_timestamp(1065) == (16, 1080)
-    assert log.max_timestamp() == (59, 1290)
+    assert log.max_timestamp() == (58, 1290)
 
 
 def test_max_timestamp_picks_first_batch_with_the_largest(tmp_path):
     log = open_log(tmp_path / "p")
     for ts in (5, 50, 20, 50):
         log.append(make_batch(3, timestamp=ts), 0, NOW)
-    assert log.max_timestamp() == (5, 50)
+    assert log.max_timestamp() == (3, 50)  # first record of the first batch with 50
 
 
 def test_flush_policies(tmp_path):
