@@ -2,8 +2,9 @@
 
 The broker stores and serves the bytes a producer sent, so it only needs the 61-byte batch
 header: where the batch ends, which offsets it spans, its timestamps, and whether the CRC
-holds. Records themselves are never decoded; that keeps the hot path cheap and means
-compression codecs are the clients' business.
+holds. Produce and Fetch never decode records, which keeps the hot path cheap; only a
+ListOffsets by timestamp reads into one batch (coterie.log.record_scan), to answer at record
+granularity as Kafka does.
 
 Layout (big-endian), with the byte offset of each field::
 
