@@ -50,6 +50,7 @@ CONSUMER_GROUP_INT_SETTINGS: dict[str, str] = {
     "group.consumer.min.heartbeat.interval.ms": "min_heartbeat_interval_ms",
     "group.consumer.max.heartbeat.interval.ms": "max_heartbeat_interval_ms",
     "group.consumer.max.size": "max_size",
+    "group.consumer.regex.refresh.interval.ms": "regex_refresh_interval_ms",
 }
 # Kafka names its server assignors by class in group.consumer.assignors too.
 KAFKA_ASSIGNOR_CLASSES = {

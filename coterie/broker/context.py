@@ -20,6 +20,9 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    # Why the request was refused, for responses that cannot say it themselves (JoinGroup has
+    # no error message): the server logs it with every INVALID_REQUEST it sends.
+    refusal: str | None = None
 
     def respond(self, data: dict[str, Any]) -> Any:
         """Build this request's response entity, in the request's version, from plain data."""

@@ -48,6 +48,7 @@ from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
 from coterie.group.classic_messages import JoinGroupResponse, SyncGroupResponse
 from coterie.group.consumer_coordinator import ConsumerCoordinator
 from coterie.group.group_coordinator import GroupCoordinator
+from coterie.group.limits import MAX_STRING_BYTES
 from coterie.group.offsets import OffsetStore
 from coterie.group.offsets_topic_codec import decode, encode, is_consumer_record
 from coterie.group.record_codec import UnknownRecordType
@@ -103,6 +104,11 @@ def with_error(response: Any, error: ErrorCode) -> Any:
     return response
 
 
+# At most 4 UTF-8 bytes per character: this many characters plus "-" and a 36-character UUID
+# always fit in a record's int16-length string.
+_MAX_CLIENT_ID_PREFIX = (MAX_STRING_BYTES - 37) // 4
+
+
 class GroupRuntime:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -150,7 +156,10 @@ class GroupRuntime:
 
     @staticmethod
     def _new_member_id(client_id: str) -> str:
-        return f"{client_id or 'member'}-{uuid.uuid4()}"
+        """Kafka's form, client id + "-" + UUID. The client id part is cut short when it is
+        so long (a header allows 32,767 bytes) that the id would not fit in a record."""
+        prefix = client_id[:_MAX_CLIENT_ID_PREFIX] if client_id else "member"
+        return f"{prefix}-{uuid.uuid4()}"
 
     @staticmethod
     def _new_consumer_member_id() -> str:
@@ -398,6 +407,11 @@ class GroupRuntime:
 
     def _arm(self, loop: asyncio.AbstractEventLoop, key: tuple, deadline: int,
              now: int) -> None:
+        """A deadline already due (a 0 ms initial rebalance delay) still goes through the
+        loop: never inside the request that armed it, but on a later turn, after the
+        handlers of requests read off their sockets before that turn (their tasks are queued
+        already) have run. Kafka likewise queues such a timer behind the requests already
+        queued for the coordinator."""
         self._armed[key] = self._deadlines[key] = deadline
         self._timers[key] = loop.call_later(max(0.0, (deadline - now) / 1000), self._fire, key)
 

@@ -284,22 +284,27 @@ class Broker:
         except Exception as e:
             raise _handler_failed(e, api, version, head, peer) from e
         if type(response) is CoroutineType:
-            return self._answer_later(response, api, head, peer, version)
+            return self._answer_later(response, api, head, ctx)
         if response is None:
             return None
+        if getattr(response, "error_code", None) == ErrorCode.invalid_request:
+            _log_invalid_request(ctx, api, response)
         return encode_response(head.correlation_id, response, api_key, version)
 
-    async def _answer_later(self, pending: Any, api: Api, head: Any, peer: str,
-                            version: int) -> Any:
+    async def _answer_later(self, pending: Any, api: Api, head: Any,
+                            ctx: RequestContext) -> Any:
         """The rest of `_handle_frame` for an async handler (JoinGroup, SyncGroup, Fetch)."""
+        version = ctx.api_version
         try:
             response = await pending
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            raise _handler_failed(e, api, version, head, peer) from e
+            raise _handler_failed(e, api, version, head, ctx.peer) from e
         if response is None:
             return None
+        if getattr(response, "error_code", None) == ErrorCode.invalid_request:
+            _log_invalid_request(ctx, api, response)
         return encode_response(head.correlation_id, response, api.key, version)
 
     def _unsupported_version(self, api: Api, head: Any, who: str) -> bytes:
@@ -323,6 +328,14 @@ class Broker:
 def _who(head: Any, peer: str) -> str:
     """The client as log lines name it: client id @ address."""
     return f"{head.client_id or '-'}@{peer}"
+
+
+def _log_invalid_request(ctx: RequestContext, api: Api, response: Any) -> None:
+    """Every INVALID_REQUEST coterie sends is logged with its reason: the client usually
+    treats it as fatal, and the reason is what tells an operator which check refused it."""
+    reason = getattr(response, "error_message", None) or ctx.refusal or "(no reason given)"
+    log.warning("%s: %s v%d answered INVALID_REQUEST: %s", ctx.who, api.name,
+                ctx.api_version, reason)
 
 
 def _handler_failed(error: Exception, api: Api, version: int, head: Any,

@@ -8,7 +8,8 @@ Timers (keys are tuples, first element the kind):
 - ("session", group, member): a member that neither heartbeats nor has a request parked is
   removed when its session timeout passes, which rebalances the group.
 - ("join", group): the join phase ends at the rebalance timeout even if members are missing
-  (they are removed); for a group that was Empty it is first the initial rebalance delay.
+  (they are removed); for a group that was Empty it is first the initial rebalance delay,
+  and only this timer ends that phase, even when the delay is 0 ms.
 - ("sync", group): members that have not sent SyncGroup within the rebalance timeout after
   the join phase are removed, which rebalances the group (this covers a leader that never
   sends its assignment and a follower that never collects its own).
@@ -38,6 +39,7 @@ from coterie.group.classic_messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
 from coterie.group.records import GroupMetadataKey, GroupMetadataValue, Record
 from coterie.group.results import Result, TimerOp
 
@@ -88,9 +90,9 @@ class ClassicCoordinator:
 
     # == JoinGroup ===========================================================================
     def join_group(self, req: JoinGroupRequest, now_ms: int) -> Result:
-        error = self._validate_join(req)
-        if error is not None:
-            return Result(JoinGroupResponse(error, member_id=req.member_id))
+        refusal = self._validate_join(req)
+        if refusal is not None:
+            return Result(refusal)
         group = self.groups.get(req.group_id)
         if group is None:
             if req.member_id != UNKNOWN_MEMBER_ID:
@@ -109,21 +111,40 @@ class ClassicCoordinator:
             return self._join_unknown(group, req, now_ms)
         return self._join_known(group, req, now_ms)
 
-    def validate_join(self, req: JoinGroupRequest) -> ErrorCode | None:
-        """The error a JoinGroup gets before any group is looked at (invalid group id,
-        session timeout out of bounds, metadata too large), or None. Mixed groups: a
-        JoinGroup for a consumer group is checked the same way first."""
+    def validate_join(self, req: JoinGroupRequest) -> JoinGroupResponse | None:
+        """The answer a JoinGroup gets before any group is looked at (invalid group id,
+        session timeout out of bounds, metadata too large, a string too long to be stored),
+        or None. Mixed groups: a JoinGroup for a consumer group is checked the same way
+        first."""
         return self._validate_join(req)
 
-    def _validate_join(self, req: JoinGroupRequest) -> ErrorCode | None:
+    def _validate_join(self, req: JoinGroupRequest) -> JoinGroupResponse | None:
         cfg = self.config
+
+        def refuse(code: ErrorCode, reason: str) -> JoinGroupResponse:
+            return JoinGroupResponse(code, member_id=req.member_id, reason=reason)
+
         if not req.group_id:
-            return ErrorCode.invalid_group_id
+            return refuse(ErrorCode.invalid_group_id, "The group id is empty.")
+        if too_long(req.group_id):
+            return refuse(ErrorCode.invalid_group_id,
+                          f"The group id is longer than {MAX_STRING_BYTES} bytes.")
         if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= (
                 cfg.max_session_timeout_ms):
-            return ErrorCode.invalid_session_timeout
-        if sum(len(m) for _, m in req.protocols) > cfg.max_metadata_bytes:
-            return ErrorCode.invalid_request
+            return refuse(ErrorCode.invalid_session_timeout,
+                          f"Session timeout {req.session_timeout_ms} ms is outside "
+                          f"[{cfg.min_session_timeout_ms}, {cfg.max_session_timeout_ms}].")
+        metadata_bytes = sum(len(m) for _, m in req.protocols)
+        if metadata_bytes > cfg.max_metadata_bytes:
+            return refuse(ErrorCode.invalid_request,
+                          f"Protocol metadata of {metadata_bytes} bytes is more than "
+                          f"{cfg.max_metadata_bytes}.")
+        reason = first_too_long([
+            ("The member id", req.member_id), ("The group instance id", req.group_instance_id),
+            ("The protocol type", req.protocol_type),
+            *(("A protocol name", name) for name, _ in req.protocols)])
+        if reason is not None:
+            return refuse(ErrorCode.invalid_request, reason)
         return None
 
     def _full(self, group: ClassicGroup) -> bool:
@@ -242,10 +263,12 @@ class ClassicCoordinator:
             rebalance_timeout_ms=req.rebalance_timeout_ms,
             protocol_type=req.protocol_type, protocols=req.protocols,
         )
-        if group.is_(S.PREPARING_REBALANCE) and group.generation == 0:
-            # Only a member that arrives while a new group's first (delayed) join phase is
-            # under way extends the initial delay; the member whose join starts that phase
-            # does not, or a lone first member would always wait two delays (Kafka's rule).
+        if group.is_(S.PREPARING_REBALANCE) and group.group_id in self._initial_deadline:
+            # Only a member that arrives while a join phase that started from Empty (a new
+            # group's, or one whose members had all gone) is in its initial delay extends
+            # that delay; the member whose join starts the phase does not, or a lone first
+            # member would always wait two delays (Kafka's rule: PreparingRebalance entered
+            # from Empty).
             group.new_member_added = True
         group.add(member)
         result = Result()
@@ -299,7 +322,11 @@ class ClassicCoordinator:
             result.timers.append(TimerOp(("sync", group.group_id), None))
         was_empty = group.is_(S.EMPTY)
         group.transition(S.PREPARING_REBALANCE, now_ms, why)
-        if was_empty and self.config.initial_rebalance_delay_ms > 0:
+        if was_empty:
+            # The first rebalance out of Empty always ends on the join timer, never inside
+            # the JoinGroup that starts it, even with a 0 ms delay (Kafka schedules it too):
+            # the timer fires on a later turn of the broker's loop, so JoinGroups already
+            # read by then join this generation instead of forcing a second one.
             delay = min(self.config.initial_rebalance_delay_ms,
                         group.max_rebalance_timeout_ms())
             self._initial_deadline[group.group_id] = now_ms + group.max_rebalance_timeout_ms()
@@ -323,9 +350,10 @@ class ClassicCoordinator:
         for member_id in [mid for mid, m in group.members.items() if not m.awaiting_join]:
             group.remove(member_id)
             result.timers.append(TimerOp(("session", group.group_id, member_id), None))
-        for member_id in list(group.pending_members):
-            result.timers.append(TimerOp(("pending", group.group_id, member_id), None))
-        group.pending_members.clear()
+        # Ids handed out by MEMBER_ID_REQUIRED stay pending (until their own timer) across
+        # the end of the phase, as in Kafka: a client whose JoinGroup with its new id comes
+        # just after a 0 ms initial delay ended joins the next generation, instead of being
+        # told UNKNOWN_MEMBER_ID and starting over.
         group.generation += 1
         group.new_member_added = False
         if not group.members:
@@ -550,7 +578,11 @@ class ClassicCoordinator:
             if final is not None and group.new_member_added and now_ms < final:
                 # End of an initial delay while members kept arriving: wait one more delay
                 # (never past the rebalance timeout) so a starting fleet lands in one
-                # generation instead of one rebalance per member.
+                # generation instead of one rebalance per member. With a 0 ms delay the
+                # timer is re-armed for the same instant (the broker's next loop turn): it
+                # cannot spin, as each extension needs a member that joined since the last
+                # firing, and the rebalance timeout still ends the chain (Kafka's 0 ms chain
+                # has no end while members keep coming: its remaining time never shrinks).
                 group.new_member_added = False
                 nxt = min(now_ms + self.config.initial_rebalance_delay_ms, final)
                 return Result(timers=[TimerOp(("join", group_id), nxt)])

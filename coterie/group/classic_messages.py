@@ -51,6 +51,9 @@ class JoinGroupResponse:
     member_id: str = ""
     members: tuple[JoinMember, ...] = ()
     skip_assignment: bool = False
+    # Not on the wire (JoinGroup has no error message): why a request was refused, for the
+    # broker's log, so an operator can tell which check an INVALID_REQUEST came from.
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+# Kafka's floor for group.consumer.regex.refresh.interval.ms (atLeast(10 * 1000)), which is
+# also the least time between two refreshes of a group's regexes whatever the reason
+# (GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS).
+MIN_REGEX_REFRESH_INTERVAL_MS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,10 @@ class ConsumerGroupConfig:
     # group.consumer.migration.policy: whether groups convert between the classic and the
     # consumer protocol online (read by group_coordinator.GroupCoordinator).
     migration_policy: str = "bidirectional"
+    # group.consumer.regex.refresh.interval.ms: how old a group's regex resolutions may get
+    # before a heartbeat refreshes them even though no topic was created (Kafka's internal
+    # setting, 10 minutes by default, at least 10 s).
+    regex_refresh_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -77,6 +85,9 @@ class ConsumerGroupConfig:
             out.append("group.consumer.assignors must name at least one assignor")
         if len(set(self.assignors)) != len(self.assignors):
             out.append("group.consumer.assignors must not name an assignor twice")
+        if self.regex_refresh_interval_ms < MIN_REGEX_REFRESH_INTERVAL_MS:
+            out.append("group.consumer.regex.refresh.interval.ms must be greater than or equal "
+                       f"to {MIN_REGEX_REFRESH_INTERVAL_MS}")
         if self.migration_policy not in MIGRATION_POLICIES:
             out.append("group.consumer.migration.policy must be one of "
                        + ", ".join(MIGRATION_POLICIES))

@@ -17,9 +17,10 @@ A ConsumerGroupHeartbeat, step by step (seed 3's "Member Epoch - Reconcile the g
 2. Check the member epoch: ahead of ours -> FENCED_MEMBER_EPOCH; behind -> accepted only if
    it is the previous epoch and the member owns a subset of its assignment (the answer that
    moved it was lost), else FENCED_MEMBER_EPOCH.
-3. Update the member with the fields it sent (None means unchanged). A new or changed
-   subscription (topic names or regex; a regex is resolved at once against the known topics)
-   bumps the group epoch, as does a change of the subscribed topics' metadata.
+3. Update the member with the fields it sent (None means unchanged). New or changed topic
+   names bump the group epoch, as does moving to a regex the group has already resolved, or
+   dropping a regex, or joining a group still at epoch 0. A regex new to the group is not
+   resolved here: it adds no topic yet, and a resolution is asked for (below, "Regexes").
 4. If the group epoch is ahead of the target epoch, compute a new target with the group's
    assignor (the one most members ask for, else the first configured) and write the members
    whose target changed. If that assignor is a client-side one ("client:<name>", a coterie
@@ -43,14 +44,30 @@ Timers (keys are tuples, first element the kind):
 - ("consumer-client-assignment", group, group epoch): the member chosen to compute a
   client-side assignment has not installed one within
   group.consumer.client.assignment.timeout.ms -> the server-side fallback computes it.
+- ("consumer-regex", group): due at once, so that it runs after the heartbeat that asked for
+  it has been answered -> the group's regexes are resolved (below).
 Classic-protocol members of a mixed group (`consumer_classic.py`, which shares steps 3 to 5
 through `_update_member`) use the session key with their own JoinGroup session timeout, have
 no revocation timer, and have ("consumer-join", ...) and ("consumer-sync", ...) timers
 instead; `_cancel_timers` cancels those too when such a member is removed.
 
-Topic changes come in through `on_metadata_change`: regexes are resolved again, and every
-group whose subscribed topics changed (partition count, topic created or deleted) gets a new
-group epoch; its target is recomputed at the next heartbeat.
+Regexes are resolved asynchronously, as in Kafka 4.2 (GroupMetadataManager's
+maybeUpdateRegularExpressions and handleRegularExpressionsResult), so that a member with a
+literal topic and a regex gets the literal topic's partitions first and the matched topics in
+a later epoch, the order clients (librdkafka's tests among them) expect. Every heartbeat, and
+every JoinGroup of a classic member, asks for a resolution of all the group's regexes (the
+"consumer-regex" timer) when none is pending, the last one is more than 10 s old, and either
+a regex is unresolved (a member just brought it), topics were created since the last
+resolution, or it is older than group.consumer.regex.refresh.interval.ms. The timer resolves
+the regexes it was asked for that are still in use against the known topics, writes a record
+for each, and bumps the group epoch if a regex now matches other topics (or the subscribed
+topics' hash moved); the next heartbeat computes the target.
+
+Topic changes come in through `on_metadata_change`: they resolve no regex (a created topic
+only makes the next eligible heartbeat ask for a resolution; a deleted one stays in a
+resolution until the next, and is simply not assigned), and every group whose subscribed
+topics changed (partition count, topic created or deleted) gets a new group epoch; its target
+is recomputed at the next heartbeat.
 """
 
 from __future__ import annotations
@@ -85,7 +102,7 @@ from coterie.group.client_assignment import (
     prepare_answer,
     validate,
 )
-from coterie.group.consumer_config import ConsumerGroupConfig
+from coterie.group.consumer_config import MIN_REGEX_REFRESH_INTERVAL_MS, ConsumerGroupConfig
 from coterie.group.consumer_group import ConsumerGroup, ReplayError, ResolvedRegex
 from coterie.group.consumer_member import (
     JOIN_EPOCH,
@@ -117,6 +134,7 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     Partitions,
 )
+from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
 from coterie.group.reconciliation import FencedMember, reconcile
 from coterie.group.records import Record
 from coterie.group.results import Result, TimerOp
@@ -131,6 +149,8 @@ REVOCATION = "consumer-revocation"
 # the member's rebalance timeout.
 CLASSIC_JOIN = "consumer-join"
 CLASSIC_SYNC = "consumer-sync"
+# A group's regex resolution (Kafka's "<group>-regex" executor task).
+REGEX = "consumer-regex"
 
 
 class Refused(Exception):
@@ -160,6 +180,14 @@ class ConsumerCoordinator:
         self._assignors: dict[str, Assignor] = {name: lookup(name) for name in config.assignors}
         # Client-side assignors (coterie extension): pending rounds, in memory only.
         self.client_rounds = ClientRounds(client_assignment_timeout_ms)
+        # The image version of the last topic change that created a topic (Kafka's
+        # lastMetadataImageWithNewTopics; -1 until the first change): resolutions older than
+        # it may miss a topic.
+        self._new_topics_version = -1
+        # The highest image version a loaded resolution names. Image versions restart with
+        # the process (Kafka's are metadata offsets, which do not), so new versions are kept
+        # above it: the first picture after loading is newer than every loaded resolution.
+        self._version_floor = 0
 
     # == replay ==============================================================================
     def replay(self, record: Record) -> None:
@@ -193,6 +221,8 @@ class ConsumerCoordinator:
                 group.apply_current_assignment(member_id, value)  # type: ignore[arg-type]
             case ConsumerGroupRegularExpressionKey(regex=regex):
                 group.apply_regex(regex, value)  # type: ignore[arg-type]
+                if value is not None:
+                    self._version_floor = max(self._version_floor, value.version)  # type: ignore[union-attr]
 
     def _apply(self, records: Iterable[Record]) -> None:
         for record in records:
@@ -216,6 +246,7 @@ class ConsumerCoordinator:
         """One ConsumerGroupHeartbeat. `validated`: the caller already had `check` accept
         this very request (the facade does, to answer before looking for a classic group),
         so the face checks are not run twice."""
+        req = _tolerate_partial_rejoin(req)
         try:
             if not validated:
                 self._validate(req)
@@ -233,7 +264,8 @@ class ConsumerCoordinator:
         that the request sets no field (epoch > 0, every other field None or -1: the broker
         checks that on the wire request, before any core value is built); here: the member
         exists under this id (so its ids passed validation when it joined), is at the current
-        target epoch and STABLE, and its client id and host are the same. The general path
+        target epoch and STABLE, its client id and host are the same, and the group's regexes
+        are not due for a resolution (`_regex_refresh`). The general path
         would write no record, compute no target, keep the member as it is, and answer with
         its epoch and no assignment after pushing its session timer back: exactly this.
         (`tests/unit/group/test_consumer_steady_path.py` holds the two paths to the same
@@ -247,6 +279,9 @@ class ConsumerCoordinator:
                 or member.state is not MemberState.STABLE or member.classic is not None
                 or member.client_id != client_id or member.client_host != client_host):
             return None
+        if group.has_regexes() and self._regex_refresh(group, member, member, (),
+                                                       now_ms) is not None:
+            return None  # the general path asks for the resolution this heartbeat is due
         return Result(ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
@@ -257,7 +292,7 @@ class ConsumerCoordinator:
         looked at), or None. The broker asks this before it looks for a classic group of
         the same id, as Kafka validates the request before finding the group."""
         try:
-            self._validate(req)
+            self._validate(_tolerate_partial_rejoin(req))
         except _Refused as refused:
             return ConsumerHeartbeatResponse(refused.code, refused.message)
         return None
@@ -279,6 +314,16 @@ class ConsumerCoordinator:
             raise _Refused(bad, "InstanceId can't be empty.")
         if req.rack_id is not None and _blank(req.rack_id):
             raise _Refused(bad, "RackId can't be empty.")
+        if too_long(req.group_id):
+            raise _Refused(ErrorCode.invalid_group_id,
+                           f"GroupId is longer than {MAX_STRING_BYTES} bytes.")
+        too_long_field = first_too_long([
+            ("MemberId", req.member_id), ("InstanceId", req.instance_id),
+            ("RackId", req.rack_id), ("ServerAssignor", req.server_assignor),
+            ("SubscribedTopicRegex", req.subscribed_topic_regex),
+            *(("A subscribed topic name", name) for name in req.subscribed_topic_names or ())])
+        if too_long_field is not None:
+            raise _Refused(bad, too_long_field)
         if epoch == JOIN_EPOCH:
             if req.rebalance_timeout_ms == -1:
                 raise _Refused(bad, "RebalanceTimeoutMs must be provided in first request.")
@@ -351,14 +396,18 @@ class ConsumerCoordinator:
         elif not member.same_metadata(updated) or member_id not in group.members:
             records.append(_metadata_record(group.group_id, updated))
 
-        # Subscriptions: resolve a new regex, drop unused ones, bump the epoch on change.
+        # Subscriptions: drop regexes nobody uses any more; bump the epoch when the member's
+        # topics are known to have changed (a regex new to the group adds none yet: its
+        # resolution, asked for below, bumps the epoch when it has run). A group at epoch 0
+        # is new and always moves to epoch 1, as in Kafka 4.2.
         regexes = dict(group.resolved_regexes)
-        records += self._update_regexes(group, member, updated, removed, regexes, now_ms)
-        subscription_changed = (
-            updated.subscribed_topic_names != member.subscribed_topic_names
-            or updated.subscribed_topic_regex != member.subscribed_topic_regex)
+        regex_records, regex_resolved = self._update_regexes(group, member, updated, removed,
+                                                             regexes)
+        records += regex_records
+        refresh = self._regex_refresh(group, member, updated, removed, now_ms)
         group_epoch = group.group_epoch
-        if subscription_changed:
+        if (group_epoch == 0 or regex_resolved
+                or updated.subscribed_topic_names != member.subscribed_topic_names):
             topics = group.subscribed_topics_after(removed, [updated], regexes)
             metadata_hash = self.image.metadata_hash(topics)
             group_epoch += 1
@@ -406,8 +455,13 @@ class ConsumerCoordinator:
             self.client_rounds.pop(group.group_id)
         elif round_change is not _KEEP:
             self.client_rounds.put(round_change)
+        if refresh is not None:
+            timers.append(TimerOp((REGEX, group.group_id), now_ms))
 
         self._apply(records)
+        if refresh is not None:
+            # On the group the records built (a new group is created by replaying them).
+            self.groups[group.group_id].regex_refresh = refresh
         return reconciled, records, timers
 
     def _next_target(self, group: ConsumerGroup, group_epoch: int,
@@ -497,34 +551,92 @@ class ConsumerCoordinator:
 
     def _update_regexes(self, group: ConsumerGroup, member: ConsumerMember,
                         updated: ConsumerMember, removed: list[ConsumerMember],
-                        regexes: dict[str, ResolvedRegex], now_ms: int) -> list[Record]:
-        """Records for regexes this change starts or stops using (updating `regexes`, the
-        resolutions the rest of the heartbeat must see)."""
-        new = updated.subscribed_topic_regex
-        if new == member.subscribed_topic_regex:
-            return []  # the same regex users as before
-        records = []
-        if new is not None and new != member.subscribed_topic_regex:
+                        regexes: dict[str, ResolvedRegex]) -> tuple[list[Record], bool]:
+        """The first half of Kafka's maybeUpdateRegularExpressions: tombstones for the regexes
+        this change leaves without users (dropped from `regexes`, the resolutions the rest of
+        the heartbeat sees), and whether the member's regex changed to one whose topics the
+        group already knows: a regex the group has resolved, or no regex at all. That calls
+        for a new group epoch at once; a regex new to the group is only checked here, and
+        is resolved later (`_regex_refresh`)."""
+        old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
+        if new == old:
+            return [], False  # the same regex users as before
+        if new is not None:
             try:
                 compile_regex(new)
             except InvalidRegex as exc:
                 raise _Refused(ErrorCode.invalid_regular_expression,
                                f"SubscribedTopicRegex `{new}` is not a valid regular "
                                f"expression: {exc}.") from None
+        records = []
         for m in removed:
-            old = m.subscribed_topic_regex
-            if old is not None and old in regexes and group.regex_users_after(
-                    old, removed, [updated]) <= 0:
-                del regexes[old]
-                records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, old),
+            gone = m.subscribed_topic_regex
+            if gone is not None and gone in regexes and group.regex_users_after(
+                    gone, removed, [updated]) <= 0:
+                del regexes[gone]
+                records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, gone),
                                       None))
-        if new is not None and new not in regexes:
-            resolved = self._resolve(new, now_ms)
-            regexes[new] = ResolvedRegex(frozenset(resolved.topics), resolved.version,
-                                         resolved.timestamp_ms)
-            records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, new),
-                                  resolved))
-        return records
+        if new is None:
+            return records, old is not None
+        return records, group.regex_users(new) > 0 and new in group.resolved_regexes
+
+    def _regex_refresh(self, group: ConsumerGroup, member: ConsumerMember,
+                       updated: ConsumerMember, removed: Iterable[ConsumerMember],
+                       now_ms: int) -> frozenset[str] | None:
+        """The second half of Kafka's maybeUpdateRegularExpressions: the regexes whose
+        resolution this change (`member` becoming `updated`, `removed` leaving) should ask
+        for, or None. Only when the group (after the change) has regexes, none is pending,
+        the last resolution is more than 10 s old (Kafka's fixed batching interval), and
+        one of: a regex is unresolved (the member may just have brought it), a topic was
+        created since the last resolution, or the last resolution is older than
+        group.consumer.regex.refresh.interval.ms. Every regex of the group is resolved
+        together, so that one epoch bump takes all the changes in."""
+        old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
+        brings_new = new is not None and new != old and group.regex_users(new) == 0
+        if not brings_new and not group.has_regexes():
+            return None
+        if group.regex_refresh is not None:
+            return None  # a resolution is pending
+        last = group.last_regex_refresh_ms()
+        if last is not None and now_ms <= last + MIN_REGEX_REFRESH_INTERVAL_MS:
+            return None
+        removed = list(removed)
+        in_use = {r for r in group.regexes_in_use()
+                  if group.regex_users_after(r, removed, [updated]) > 0}
+        if new is not None:
+            in_use.add(new)
+        due = (brings_new or len(in_use) != len(group.resolved_regexes)
+               or group.last_regex_version() < self._new_topics_version
+               or last is None or now_ms > last + self.config.regex_refresh_interval_ms)
+        return frozenset(in_use) if due and in_use else None
+
+    def _resolve_regexes(self, group_id: str, now_ms: int) -> Result:
+        """The "consumer-regex" timer: Kafka's handleRegularExpressionsResult, with the
+        resolution itself done here against the topics known now. Each regex asked for that
+        someone still subscribes with gets a record (a new timestamp and version even when
+        its topics are the same); the group epoch moves if a regex matches other topics than
+        before or the subscribed topics' hash moved."""
+        group = self.groups.get(group_id)
+        if group is None or group.regex_refresh is None:
+            return Result()  # the group went (or was rebuilt) meanwhile
+        wanted, group.regex_refresh = group.regex_refresh, None
+        regexes = dict(group.resolved_regexes)
+        records: list[Record] = []
+        changed = False
+        for regex in sorted(wanted):
+            if group.regex_users(regex) <= 0:
+                continue  # nobody subscribes with it any more
+            value = self._resolve(regex, now_ms)
+            topics = frozenset(value.topics)
+            known = regexes.get(regex)
+            changed |= topics != (frozenset() if known is None else known.topics)
+            regexes[regex] = ResolvedRegex(topics, value.version, value.timestamp_ms)
+            records.append(Record(ConsumerGroupRegularExpressionKey(group_id, regex), value))
+        metadata_hash = self.image.metadata_hash(group.subscribed_topics_after((), (), regexes))
+        if changed or metadata_hash != group.metadata_hash:
+            records.append(_epoch_record(group_id, group.group_epoch + 1, metadata_hash))
+        self._apply(records)
+        return Result(records=records)
 
     def _resolve(self, regex: str, now_ms: int) -> ConsumerGroupRegularExpressionValue:
         return ConsumerGroupRegularExpressionValue(
@@ -625,6 +737,8 @@ class ConsumerCoordinator:
         kind = key[0]
         if kind == CLIENT_ASSIGNMENT:
             return self._client_round_expired(key[1], key[2])
+        if kind == REGEX:
+            return self._resolve_regexes(key[1], now_ms)
         if kind not in (SESSION, REVOCATION):
             return Result()
         group = self.groups.get(key[1])
@@ -752,27 +866,23 @@ class ConsumerCoordinator:
     # == topic metadata ======================================================================
     def on_metadata_change(self, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo],
                            now_ms: int, version: int | None = None) -> Result:
-        """The broker's current topics (name -> (topic id, partition count)). Regexes are
-        resolved again; every group whose subscribed topics changed gets a new epoch."""
-        self.image = TopicImage.of(topics, self.image.version + 1 if version is None else version)
+        """The broker's current topics (name -> (topic id, partition count)). Every group
+        whose subscribed topics changed gets a new epoch. Regexes are not resolved again
+        (Kafka's onNewMetadataImage): a created topic is only noted, so that the next
+        heartbeat allowed to refresh a group's regexes does; a deleted topic stays in
+        resolutions until then."""
+        old = self.image
+        if version is None:
+            version = max(old.version, self._version_floor) + 1
+        self.image = TopicImage.of(topics, version)
+        if self._new_topics_version == -1 or not self.image.by_id.keys() <= old.by_id.keys():
+            self._new_topics_version = self.image.version
         records: list[Record] = []
         for group in self.groups.values():
-            group_records = []
-            regexes = dict(group.resolved_regexes)
-            for regex in sorted(group.regexes_in_use()):
-                resolved = self._resolve(regex, now_ms)
-                known = regexes.get(regex)
-                if known is None or known.topics != frozenset(resolved.topics):
-                    regexes[regex] = ResolvedRegex(frozenset(resolved.topics), resolved.version,
-                                                   now_ms)
-                    group_records.append(Record(
-                        ConsumerGroupRegularExpressionKey(group.group_id, regex), resolved))
-            metadata_hash = self.image.metadata_hash(
-                group.subscribed_topics_after((), (), regexes))
-            if group_records or metadata_hash != group.metadata_hash:
-                group_records.append(
-                    _epoch_record(group.group_id, group.group_epoch + 1, metadata_hash))
-            records += group_records
+            metadata_hash = self.image.metadata_hash(group.subscribed_topics())
+            if metadata_hash != group.metadata_hash:
+                records.append(_epoch_record(group.group_id, group.group_epoch + 1,
+                                             metadata_hash))
         self._apply(records)
         return Result(records=records)
 
@@ -897,6 +1007,33 @@ def _check_epoch(member: ConsumerMember, epoch: int, owned: Partitions | None) -
                        f"The consumer group member has a smaller member epoch ({epoch}) than the "
                        f"one known by the group coordinator ({member.member_epoch}). The member "
                        "must abandon all its partitions and rejoin.")
+
+
+# The rebalance timeout a rejoin that omits it gets: the clients' default max.poll.interval.ms,
+# which is what the Java client and librdkafka send as their rebalance timeout.
+DEFAULT_REJOIN_REBALANCE_TIMEOUT_MS = 300_000
+
+
+def _tolerate_partial_rejoin(req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatRequest:
+    """A join (epoch 0) that carries a subscription but omits the rebalance timeout or the
+    owned partitions, read as the join it means: the default rebalance timeout, nothing owned.
+
+    librdkafka (up to 2.16 at least) sends such a join when the application subscribes again
+    right after unsubscribing while a revocation was under way: the leave's answer resets
+    its epoch to 0 but not its join state, so the next heartbeat is not a "full" one. Kafka
+    4.2 refuses it with INVALID_REQUEST, which librdkafka treats as fatal; Kafka's slower
+    answers make that race rarer there than on coterie. A member joining owns nothing the
+    coordinator would honour, so reading null owned partitions as none loses nothing.
+    """
+    if req.member_epoch != JOIN_EPOCH or (
+            req.subscribed_topic_names is None and req.subscribed_topic_regex is None):
+        return req
+    if req.rebalance_timeout_ms != -1 and req.owned is not None:
+        return req
+    return replace(
+        req, owned=() if req.owned is None else req.owned,
+        rebalance_timeout_ms=(DEFAULT_REJOIN_REBALANCE_TIMEOUT_MS
+                              if req.rebalance_timeout_ms == -1 else req.rebalance_timeout_ms))
 
 
 def _updated(member: ConsumerMember, req: ConsumerHeartbeatRequest) -> ConsumerMember:

@@ -14,7 +14,8 @@ What a group holds:
 - the target assignment (member id -> partitions) and which member holds which partition at
   which epoch (`partition_epochs`: a partition is held from the moment a member is given it
   until the member reports it gave it back, or leaves);
-- regular expressions members subscribe with, and the topics each currently resolves to;
+- regular expressions members subscribe with, and the topics each currently resolves to
+  (a regex new to the group has no resolution until the coordinator's resolution runs);
 - counters derived from the members (subscribed topic names, regexes, server assignors) so
   questions about the whole group do not walk every member.
 
@@ -86,6 +87,10 @@ class ConsumerGroup:
         self.targets: dict[str, Partitions] = {}
         self.partition_epochs: dict[TopicIdPartition, int] = {}
         self.resolved_regexes: dict[str, ResolvedRegex] = {}
+        # Live only, not from records (Kafka's scheduled "<group>-regex" task): the regexes a
+        # resolution has been asked for and not yet run, or None. Lost with the object on a
+        # restart or a rebuild, when its timer is gone too; the next heartbeat asks again.
+        self.regex_refresh: frozenset[str] | None = None
         self._topic_refs: Counter[str] = Counter()
         self._regex_refs: Counter[str] = Counter()
         self._assignor_refs: Counter[str] = Counter()
@@ -114,6 +119,25 @@ class ConsumerGroup:
 
     def regex_users(self, regex: str) -> int:
         return self._regex_refs.get(regex, 0)
+
+    def has_regexes(self) -> bool:
+        """Whether some member subscribes with a regex."""
+        return bool(self._regex_refs)
+
+    def last_regex_refresh_ms(self) -> int | None:
+        """When the group's regexes were last resolved, None if none is. They are resolved
+        together, so one time stands for all (Kafka takes the first one's); the oldest is
+        taken, in case resolutions written one by one (older coterie) are loaded."""
+        if not self.resolved_regexes:
+            return None
+        return min(r.timestamp_ms for r in self.resolved_regexes.values())
+
+    def last_regex_version(self) -> int:
+        """The topic-image version the group's regexes were last resolved against (the
+        oldest, as above); 0 when none is resolved, as in Kafka."""
+        if not self.resolved_regexes:
+            return 0
+        return min(r.version for r in self.resolved_regexes.values())
 
     def num_classic_members(self) -> int:
         return self._classic_members

@@ -40,7 +40,7 @@ Routing:
 
 Timers are routed by the first element of their key: "session", "join", "sync", "pending"
 are the classic core's; "consumer-session", "consumer-revocation",
-"consumer-client-assignment" the consumer core's;
+"consumer-client-assignment", "consumer-regex" the consumer core's;
 "consumer-join", "consumer-sync" the classic members of consumer groups'.
 """
 
@@ -73,6 +73,7 @@ from coterie.group.consumer_classic import ClassicMembers
 from coterie.group.consumer_coordinator import (
     CLASSIC_JOIN,
     CLASSIC_SYNC,
+    REGEX,
     REVOCATION,
     SESSION,
     ConsumerCoordinator,
@@ -96,7 +97,7 @@ from coterie.group.topic_image import TopicInfo
 
 UPGRADE_POLICIES = frozenset({"bidirectional", "upgrade"})
 DOWNGRADE_POLICIES = frozenset({"bidirectional", "downgrade"})
-CONSUMER_TIMERS = frozenset({SESSION, REVOCATION, CLIENT_ASSIGNMENT})
+CONSUMER_TIMERS = frozenset({SESSION, REVOCATION, CLIENT_ASSIGNMENT, REGEX})
 CLASSIC_MEMBER_TIMERS = frozenset({CLASSIC_JOIN, CLASSIC_SYNC})
 
 
@@ -142,9 +143,9 @@ class GroupCoordinator:
 
     # == JoinGroup / SyncGroup / Heartbeat / LeaveGroup =======================================
     def join_group(self, req: JoinGroupRequest, now_ms: int) -> Result:
-        error = self.classic.validate_join(req)
-        if error is not None:
-            return Result(JoinGroupResponse(error, member_id=req.member_id))
+        refusal = self.classic.validate_join(req)
+        if refusal is not None:
+            return Result(refusal)
         gid = req.group_id
         group = self.consumer.groups.get(gid)
         if group is None:

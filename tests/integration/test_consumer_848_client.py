@@ -470,6 +470,37 @@ def test_a_pattern_is_resolved_by_the_coordinator(broker: Target) -> None:
     run(scenario(), timeout=90)
 
 
+def test_a_literal_topic_is_assigned_before_the_topics_a_regex_matches(broker: Target) -> None:
+    """librdkafka subscribing to a literal topic and a regex: the coordinator resolves a
+    regex after answering the heartbeat that brings it (asynchronously, as Kafka does), so
+    the literal topic's partitions come first and the matched topics' in a later epoch, in a
+    second assignment callback. librdkafka's own tests count on that order."""
+    base = name("k848-rx")
+    literal, first, second = f"{base}-lit", f"{base}-pfx-a", f"{base}-pfx-b"
+    create_topics(broker.bootstrap, {literal: 2, first: 1, second: 2})
+    want_literal = {(literal, 0), (literal, 1)}
+    want_regex = {(first, 0), (second, 0), (second, 1)}
+    steps: list[set[TP]] = []
+    consumer = RdKafkaConsumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": name("k848-rx"),
+        "group.protocol": "consumer", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False})
+
+    def on_assign(_c: Any, parts: list[Any]) -> None:
+        steps.append({(p.topic, p.partition) for p in parts})
+
+    consumer.subscribe([literal, f"^{base}-pfx-.*"], on_assign=on_assign)
+    try:
+        deadline = time.monotonic() + 60
+        while set().union(*steps) != want_literal | want_regex:
+            assert time.monotonic() < deadline, steps
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+    assert steps[0] == want_literal, steps
+    assert set().union(*steps[1:]) == want_regex, steps
+
+
 def test_the_server_assignor_is_asked_for_and_an_unknown_one_is_fatal(broker: Target) -> None:
     topic = name("k848-assignor")
     create_topics(broker.bootstrap, {topic: 2})

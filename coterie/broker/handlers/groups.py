@@ -62,6 +62,8 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
 
 
 def _join_answer(ctx: RequestContext, r: JoinGroupResponse) -> Any:
+    if r.reason:
+        ctx.refusal = r.reason  # logged with an INVALID_REQUEST (the wire has no message)
     return ctx.respond({
         "error_code": r.error, "generation_id": r.generation_id,
         "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,

@@ -16,6 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
+from coterie.group.limits import too_long
 from coterie.group.offsets import OffsetCommitRequestEntry, metadata_too_large
 
 LOADING = ErrorCode.coordinator_load_in_progress
@@ -33,7 +34,7 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
     group_id = request.group_id
     if not runtime.loaded:
         return ctx.respond({"topics": _all_partitions(request, LOADING)})
-    if not group_id:
+    if not group_id or too_long(group_id):  # a group id no record can hold: never stored
         return ctx.respond({"topics": _all_partitions(request, ErrorCode.invalid_group_id)})
     fence = runtime.coordinator.validate_commit(
         group_id, request.member_id, request.generation_id_or_member_epoch,

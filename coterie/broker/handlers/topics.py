@@ -21,6 +21,8 @@ all-or-nothing) and is answered KAFKA_STORAGE_ERROR with the cause.
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -37,6 +39,8 @@ from coterie.log.errors import (
     UnknownTopicError,
 )
 from coterie.log.names import internal_topic_refusal, is_internal_topic, validate_topic_name
+
+log = logging.getLogger("coterie.topics")
 
 _ERROR_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (TopicExistsError, ErrorCode.topic_already_exists),
@@ -96,15 +100,20 @@ def _check_new_topic(ctx: RequestContext, t: Any) -> tuple[ErrorCode, str | None
 
 def create_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    names = [t.name for t in request.topics]
+    names = Counter(t.name for t in request.topics)
     results = []
     accepted: list[tuple[Any, dict[str, Any], int]] = []  # (topic, its entry, partitions)
     for t in request.topics:
-        if names.count(t.name) > 1:
+        if names[t.name] > 1:
+            log.warning("%s: CreateTopics answered INVALID_REQUEST for %r: duplicate topic "
+                        "name in request", ctx.who, t.name)
             results.append({"name": t.name, "error_code": ErrorCode.invalid_request,
                             "error_message": "Duplicate topic name in request."})
             continue
         code, message, partitions = _check_new_topic(ctx, t)
+        if code == ErrorCode.invalid_request:
+            log.warning("%s: CreateTopics answered INVALID_REQUEST for %r: %s", ctx.who,
+                        t.name, message)
         entry: dict[str, Any] = {"name": t.name, "error_code": code, "error_message": message,
                                  "num_partitions": -1, "replication_factor": -1}
         if code == ErrorCode.none:

@@ -14,10 +14,11 @@ from .classic_harness import Harness
 
 def form_group(h: Harness, n: int, **kw) -> tuple[list[str], int]:
     """n members join (v4 dance) and the join phase completes; returns ids and generation."""
-    # Every member first gets its id (MEMBER_ID_REQUIRED); while ids are pending the join
-    # phase waits for them, so all n land in the same generation.
+    # Every member gets its id (MEMBER_ID_REQUIRED) and joins with it before the new group's
+    # join phase ends on its (here 0 ms) initial-delay timer, so all n land in generation 1.
     ids = [h.answer(h.join(**kw)).member_id for _ in range(n)]
     tokens = [h.join(member_id=mid, **kw) for mid in ids]
+    h.advance(0)
     gen = h.answer(tokens[-1]).generation_id
     assert all(h.answer(t).error == ErrorCode.none for t in tokens)
     return ids, gen
@@ -39,7 +40,9 @@ def stable_group(h: Harness, n: int, **kw) -> tuple[list[str], int]:
 def test_join_then_sync_leader_gets_metadata_followers_get_nothing():
     h = Harness()
     a, ta = h.join_new(protocols=(("range", b"meta-a"),))
-    assert h.answer(ta).error == ErrorCode.none  # alone: completes at once (no initial delay)
+    assert h.answer(ta) is None  # parked even with no initial delay: the 0 ms timer ends it
+    h.advance(0)
+    assert h.answer(ta).error == ErrorCode.none  # alone in generation 1
     gen1 = h.answer(ta).generation_id
     h.sync(a, gen1, {a: b"x"})
     b, tb = h.join_new(protocols=(("range", b"meta-b"),))
@@ -87,6 +90,7 @@ def test_other_protocol_type_is_inconsistent():
 def test_disagreeing_preference_order_is_decided_by_votes_then_leader():
     h = Harness()
     a, _ = h.join_new(protocols=(("x", b""), ("y", b"")))
+    h.advance(0)
     h.sync(a, 1, {})
     b, tb = h.join_new(protocols=(("y", b""), ("x", b"")))
     h.join(member_id=a, protocols=(("x", b""), ("y", b"")))
@@ -305,6 +309,83 @@ def test_initial_delay_is_not_extended_for_a_lone_first_member():
     assert {h2.answer(first).generation_id, h2.answer(second).generation_id} == {1}
 
 
+def test_zero_initial_delay_batches_members_that_join_at_the_same_instant():
+    """group.initial.rebalance.delay.ms=0 still schedules the initial join (Kafka does): the
+    JoinGroup that opens a new group's join phase is not answered inside itself, so members
+    whose JoinGroups come before the 0 ms timer fires (in the broker: requests already read
+    when the loop next turns) share generation 1 instead of forcing a generation 2."""
+    h = Harness(ClassicConfig(initial_rebalance_delay_ms=0))
+    a, ta = h.join_new(protocols=(("range", b"ma"),))
+    assert h.answer(ta) is None and h.timers[("join", "g")] == h.now
+    b, tb = h.join_new(protocols=(("range", b"mb"),))
+    assert h.answer(tb) is None
+    # b arrived while the phase was open: the first firing extends it by 0 ms; the second,
+    # with nobody new since, ends it.
+    assert h.advance(0) == [("join", "g"), ("join", "g")]
+    ra, rb = h.answer(ta), h.answer(tb)
+    assert ra.error == rb.error == ErrorCode.none
+    assert ra.generation_id == rb.generation_id == 1
+    assert ra.leader == rb.leader == a
+    assert {m.member_id: m.metadata for m in ra.members} == {a: b"ma", b: b"mb"}
+    assert h.group().generation == 1
+
+
+def test_zero_initial_delay_extensions_end_at_the_rebalance_timeout():
+    """With a 0 ms delay every firing that finds a member who joined since the last one
+    re-arms the timer for the same instant. Should each late loop turn find one more member,
+    the rebalance timeout still ends the phase (Kafka's remaining time never shrinks with a
+    0 ms delay; coterie keeps the bound it has for any delay)."""
+    h = Harness(ClassicConfig(initial_rebalance_delay_ms=0))
+    _, first = h.join_new(rebalance_ms=1_000)
+    tokens = [first]
+    while h.answer(first) is None:
+        assert h.now < 1_000 and h.timers[("join", "g")] == h.now
+        h.now += 250  # the next loop turn comes late, and a member has joined meanwhile
+        tokens.append(h.join_new(rebalance_ms=1_000)[1])
+        del h.timers[("join", "g")]
+        h.apply(h.coordinator.on_timer(("join", "g"), h.now))
+    assert h.now == 1_000
+    assert {h.answer(t).generation_id for t in tokens} == {1}
+    assert len(h.group().members) == 5 and ("join", "g") not in h.timers
+
+
+def test_initial_delay_of_an_emptied_group_is_extended_too():
+    """Kafka extends the initial delay for any join phase entered from Empty, not only a new
+    group's: a fleet restarting into a group whose members had all gone is gathered too."""
+    h = Harness(ClassicConfig(initial_rebalance_delay_ms=3_000))
+    a, ta = h.join_new()
+    h.advance(3_000)
+    h.sync(a, h.answer(ta).generation_id, {a: b""})
+    h.leave(LeavingMember(a))
+    assert h.group().state == S.EMPTY and h.group().generation == 2
+    _, first = h.join_new()
+    h.advance(1_000)
+    _, second = h.join_new()
+    h.advance(2_000)  # the first delay ends, but a member arrived during it
+    assert h.answer(first) is None and h.answer(second) is None
+    h.advance(3_000)
+    assert {h.answer(first).generation_id, h.answer(second).generation_id} == {3}
+
+
+def test_member_id_still_pending_when_a_zero_delay_phase_ends_joins_the_next_generation():
+    """Ids handed out with MEMBER_ID_REQUIRED outlive the join phase (Kafka keeps its pending
+    members): b's JoinGroup with its id, read only after the 0 ms timer closed generation 1,
+    starts generation 2 instead of being refused with UNKNOWN_MEMBER_ID."""
+    h = Harness(ClassicConfig(initial_rebalance_delay_ms=0))
+    a = h.answer(h.join()).member_id
+    b = h.answer(h.join()).member_id
+    ta = h.join(member_id=a)
+    h.advance(0)
+    ra = h.answer(ta)
+    assert ra.generation_id == 1 and [m.member_id for m in ra.members] == [a]
+    assert b in h.group().pending_members
+    tb = h.join(member_id=b)
+    assert h.answer(tb) is None and h.group().state == S.PREPARING_REBALANCE
+    ta2 = h.join(member_id=a)
+    assert h.answer(ta2).generation_id == h.answer(tb).generation_id == 2
+    assert {m.member_id for m in h.answer(ta2).members} == {a, b}
+
+
 # -- member ids, static membership, limits ----------------------------------------------
 
 def test_member_id_required_and_pending_ids_expire():
@@ -329,6 +410,7 @@ def test_retries_without_member_id_do_not_pile_up_beyond_max_size():
 def test_old_join_version_gets_member_at_once():
     h = Harness()
     t = h.join(require_known=False)
+    h.advance(0)
     assert h.answer(t).error == ErrorCode.none
     assert h.answer(t).member_id in h.group().members
 
@@ -336,6 +418,7 @@ def test_old_join_version_gets_member_at_once():
 def test_static_member_restart_keeps_assignment_without_rebalance():
     h = Harness()
     a, _ta = h.join_new(instance_id="i-a")
+    h.advance(0)  # a alone in generation 1
     b, tb = h.join_new(instance_id="i-b")
     assert h.answer(tb) is None
     h.join(member_id=a, instance_id="i-a")
@@ -363,6 +446,7 @@ def test_static_leader_restart_learns_it_leads_only_with_skip_assignment(v9: boo
     keeps watching metadata. An older client gets the plain answer (no members)."""
     h = Harness()
     a, _ = h.join_new(instance_id="i-a", protocols=(("range", b"ma"),))
+    h.advance(0)  # a alone in generation 1
     b, tb = h.join_new(instance_id="i-b", protocols=(("range", b"mb"),))
     h.join(member_id=a, instance_id="i-a", protocols=(("range", b"ma"),))
     gen = h.answer(tb).generation_id

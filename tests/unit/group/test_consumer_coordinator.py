@@ -222,26 +222,39 @@ def test_deleted_topic_is_revoked():
 def test_regex_subscription_follows_topics():
     h = ConsumerHarness({"orders": 1, "orders-eu": 1, "xorders": 1})
     r = h.join(A, topics=None, regex="orders.*")
+    assert h.assigned(r) == set()  # the regex is resolved after the answer ...
+    h.advance(0)  # ... when the timer the join armed fires
+    r = h.heartbeat(A, 1)
     # Whole-name match: "xorders" does not match.
-    assert h.assigned(r) == {"orders-0", "orders-eu-0"}
+    assert r.member_epoch == 2 and h.assigned(r) == {"orders-0", "orders-eu-0"}
     g = h.group()
     assert g.resolved_regexes["orders.*"].topics == {"orders", "orders-eu"}
+    # A new matching topic: nothing at once; the first heartbeat 10 s after the last
+    # resolution asks for a new one, which bumps the epoch.
     result = h.set_topics({"orders": 1, "orders-eu": 1, "xorders": 1, "orders-us": 2})
-    assert [type(rec.key) for rec in result.records] == [ConsumerGroupRegularExpressionKey,
-                                                         ConsumerGroupMetadataKey]
-    r = h.heartbeat(A, 1)
+    assert result.records == []
+    h.advance(10_001)
+    h.heartbeat(A, 2)
+    before = len(h.records)
+    h.advance(0)
+    assert [type(rec.key) for rec in h.records[before:]] == [ConsumerGroupRegularExpressionKey,
+                                                             ConsumerGroupMetadataKey]
+    r = h.heartbeat(A, 2)
     assert h.assigned(r) == {"orders-0", "orders-eu-0", "orders-us-0", "orders-us-1"}
     # Switching back to names drops the regex record.
-    r = h.heartbeat(A, 2, topics=["xorders"], regex="")
+    before = len(h.records)
+    r = h.heartbeat(A, 3, topics=["xorders"], regex="")
     assert "orders.*" not in g.resolved_regexes
-    assert h.records[-5].key == ConsumerGroupRegularExpressionKey("g", "orders.*")
-    assert h.records[-5].value is None
+    tombstones = [rec for rec in h.records[before:]
+                  if rec.key == ConsumerGroupRegularExpressionKey("g", "orders.*")]
+    assert [rec.value for rec in tombstones] == [None]
     assert h.group().members[A].subscribed_topic_regex is None
 
 
 def test_regex_shared_by_members_is_resolved_once_and_dropped_with_the_last():
     h = ConsumerHarness({"t1": 1, "t2": 1})
     h.join(A, topics=None, regex="t.")
+    h.advance(0)
     h.join(B, topics=None, regex="t.")
     regex_records = [r for r in h.records if isinstance(r.key, ConsumerGroupRegularExpressionKey)]
     assert len(regex_records) == 1

@@ -56,12 +56,14 @@ def refused(h: ConsumerHarness, req: ConsumerHeartbeatRequest, code: ErrorCode) 
 
 
 INVALID = [
-    ("no rebalance timeout on join", dict(rebalance_timeout_ms=-1),
+    ("no rebalance timeout on a join without subscription",
+     dict(rebalance_timeout_ms=-1, subscribed_topic_names=None),
      "RebalanceTimeoutMs must be provided in first request."),
     ("owned partitions on join",
      dict(owned=(TopicPartitions(uuid.uuid4(), (0,)),)),
      "TopicPartitions must be empty when (re-)joining."),
-    ("owned not sent on join", dict(owned=None),
+    ("owned not sent on a join without subscription",
+     dict(owned=None, subscribed_topic_names=None),
      "TopicPartitions must be empty when (re-)joining."),
     ("no subscription on join", dict(subscribed_topic_names=None),
      "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."),
@@ -228,3 +230,28 @@ def test_config_bounds():
     assert (cfg.session_timeout_ms, cfg.heartbeat_interval_ms, cfg.assignors) == (
         45_000, 5_000, ("uniform", "range"))
     assert replace(cfg, session_timeout_ms=50_000).session_timeout_ms == 50_000
+
+
+def test_a_rejoin_without_rebalance_timeout_or_owned_partitions_is_read_as_a_join():
+    """librdkafka's subscribe-right-after-unsubscribe race (issue 10, item 12): after its
+    leave it sends epoch 0 with the new subscription but neither a rebalance timeout nor its
+    owned partitions. Kafka 4.2 refuses that with INVALID_REQUEST, fatal for librdkafka;
+    coterie takes it as the join it means."""
+    h = ConsumerHarness({"foo": 3})
+    stable(h)
+    assert h.leave(A).error == ErrorCode.none
+    r = h.request(join_request(member_id=A, rebalance_timeout_ms=-1, owned=None))
+    assert r.error == ErrorCode.none, r
+    assert r.member_epoch > 0
+    member = h.group().members[A]
+    assert member.rebalance_timeout_ms == 300_000
+    assert member.subscribed_topic_names == frozenset({"foo"})
+    # A timeout that is sent is kept; owned partitions on a join are still refused.
+    r = h.request(join_request(member_id=B, rebalance_timeout_ms=-1))
+    assert r.error == ErrorCode.none and h.group().members[B].rebalance_timeout_ms == 300_000
+    r = h.request(join_request(member_id=mid("C"), owned=None, rebalance_timeout_ms=45_000))
+    assert r.error == ErrorCode.none
+    assert h.group().members[mid("C")].rebalance_timeout_ms == 45_000
+    r = h.request(join_request(member_id=mid("D"), rebalance_timeout_ms=-1,
+                               owned=(TopicPartitions(uuid.uuid4(), (0,)),)))
+    assert r.error == ErrorCode.invalid_request

@@ -65,6 +65,7 @@ def classic_scenario(protocol: str = "range") -> tuple[Harness, list[dict], str,
     events = watch(h, classic_snapshot)
     protocols = ((protocol, b"m"),)
     a, _ = h.join_new(client_id="ca", protocols=protocols)
+    h.advance(0)  # the new group's (0 ms) initial-delay timer closes generation 1
     h.sync(a, 1, {a: asg(0, 1)})
     h.advance(1_000)
     b, _ = h.join_new(client_id="cb", protocols=protocols)
@@ -82,13 +83,15 @@ def test_classic_join_rebalance_and_leave_in_order():
     _h, events, a, b = classic_scenario()
     assert all(e["group"] == "g" and e["protocol"] == "classic" for e in events)
     first = [e for e in events if e["ts"] == 0]
+    # The JoinGroup opens the join phase (A leads from the start); the 0 ms initial-delay
+    # timer closes it; the SyncGroup makes the group Stable.
     assert kinds(first) == [
-        "member_joined", "rebalance_started", "generation_bumped", "protocol_selected",
-        "leader_elected", "state_changed", "assignment_computed", "partitions_assigned",
-        "state_changed"]
+        "member_joined", "rebalance_started", "leader_elected", "state_changed",
+        "generation_bumped", "protocol_selected", "state_changed",
+        "assignment_computed", "partitions_assigned", "state_changed"]
     assert first[0]["member"] == a and first[0]["details"]["client_id"] == "ca"
     assert [e["details"]["state"] for e in of(first, "state_changed")] == [
-        "CompletingRebalance", "Stable"]
+        "PreparingRebalance", "CompletingRebalance", "Stable"]
     assert of(first, "partitions_assigned")[0]["details"]["partitions"] == ["t-0", "t-1"]
     second = [e for e in events if e["ts"] == 1_000]
     assert kinds(second) == [
@@ -137,6 +140,7 @@ def test_classic_group_deleted():
     h = Harness()
     events = watch(h, classic_snapshot)
     a, _ = h.join_new()
+    h.advance(0)
     h.sync(a, 1, {a: asg(0)})
     h.leave(LeavingMember(a, None))
     code, records = h.coordinator.delete_group("g", h.now)
@@ -150,6 +154,7 @@ def test_no_change_no_events():
     h = Harness()
     events = watch(h, classic_snapshot)
     a, _ = h.join_new()
+    h.advance(0)
     h.sync(a, 1, {a: asg(0)})
     count = len(events)
     for _ in range(3):
@@ -161,6 +166,7 @@ def test_no_change_no_events():
 def test_prime_makes_loaded_groups_quiet():
     h = Harness()
     a, _ = h.join_new()
+    h.advance(0)
     h.sync(a, 1, {a: asg(0)})
     deriver = EventDeriver()
     deriver.prime("g", classic_snapshot(h.group()))
