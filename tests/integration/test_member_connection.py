@@ -179,5 +179,6 @@ def test_a_listener_that_drops_every_connection_is_retried_with_backoff() -> Non
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert 4 <= len(attempts) <= 20, attempts
     assert max(gaps) <= 0.4 * 1.25 + 0.2  # capped (jitter and scheduling aside)
-    assert gaps[-1] > gaps[0]  # and grown
+    # and grown (the last gap may be cut short by the deadline, so the largest is compared)
+    assert max(gaps) > 2 * gaps[0]
 

@@ -88,12 +88,21 @@ def _produce(conn: RawConnection, name: str, partition: int, data: bytes) -> Non
         time.sleep(0.1)
 
 
+# Kafka may list a new topic's leader in Metadata before that broker serves the partition;
+# until then it answers NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION): retried.
+_NOT_YET = {3, 5, 6}
+
+
 def _list(conn: RawConnection, name: str, timestamp: int) -> tuple:
-    r = conn.request(ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
-        ListOffsetsTopic(name=name, partitions=(ListOffsetsPartition(
-            partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),)))
-    p = r.topics[0].partitions[0]
-    return int(p.error_code), p.offset, p.timestamp, p.leader_epoch
+    deadline = time.monotonic() + 30
+    while True:
+        r = conn.request(ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+            ListOffsetsTopic(name=name, partitions=(ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),)))
+        p = r.topics[0].partitions[0]
+        if int(p.error_code) not in _NOT_YET or time.monotonic() > deadline:
+            return int(p.error_code), p.offset, p.timestamp, p.leader_epoch
+        time.sleep(0.1)
 
 
 def _whole_batches(data: bytes | None) -> int | None:
