@@ -108,10 +108,16 @@ def test_online_upgrade_and_downgrade(group_broker: Target, strategy: str) -> No
     log_text = getattr(target.handle, "log_text", lambda: "")
     with broker_log_on_failure(log_text):
         try:
+            # One after the other: when two kafka-python 3.0.12 consumers join an empty group
+            # within milliseconds, one of them now and then (about 1 run in 7, on coterie as at
+            # the landed commit before issue 10) never leaves `ensure_coordinator_ready` after
+            # a successful SyncGroup: its consumer thread waits for a coroutine its IO thread
+            # never runs, and it sends nothing but Metadata until its session expires. This
+            # scenario is about the upgrade and downgrade, not that client race.
             for m in classic:
                 m.start()
                 started.append(m)
-            wait_until_settled(classic, partitions, timeout=SETTLE_S)
+                wait_until_settled(started, partitions, timeout=SETTLE_S)
             d = raw_describe(target, group)
             assert (d.error_code, d.group_state, d.protocol_type) == (
                 ErrorCode.none, "Stable", "consumer")
