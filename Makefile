@@ -24,10 +24,12 @@ run: venv
 
 test: test-venv
 	$(BIN)/ruff check coterie tests benchmarks scripts
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -ra
 
 lint: test-venv
 	$(BIN)/ruff check coterie tests benchmarks scripts
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) data .pytest_cache

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from coterie.assign.spec import AssignmentSpec, Assignor, MemberSpec, TopicSpec
-from coterie.group.consumer_protocol import (
+from coterie.wire.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     decode_subscription,

@@ -39,9 +39,9 @@ from kio.schema.errors import ErrorCode
 from coterie.assign.spec import AssignmentSpec, Assignor, GroupAssignment, MemberSpec, TopicSpec
 from coterie.client.coordinator_link import CoordinatorLink
 from coterie.client.errors import BrokerConnectionError, UnsupportedVersionError
-from coterie.group.client_assignment import CLIENT_ASSIGNOR_PREFIX
 from coterie.wire.build import build
 from coterie.wire.extensions import (
+    CLIENT_ASSIGNOR_PREFIX,
     CONSUMER_GROUP_INSTALL_ASSIGNMENT,
     CONSUMER_GROUP_PREPARE_ASSIGNMENT,
     EXTENSION_SCHEMAS,

@@ -4,7 +4,7 @@ Seed 1 puts partition assignment in the consumers: each member sends a subscript
 assignor it supports (JoinGroup metadata), the coordinator picks one assignor every member
 supports, the leader runs it and each member receives its partitions (SyncGroup). The bytes
 are Kafka's ConsumerProtocolSubscription / ConsumerProtocolAssignment
-(`coterie.group.consumer_protocol`), so this member sits in one group with librdkafka,
+(`coterie.wire.consumer_protocol`), so this member sits in one group with librdkafka,
 kafka-python and Java consumers.
 
 Subscription (v3, for every configured assignor, preferred first): the topic names (a
@@ -52,7 +52,7 @@ from coterie.assign.spec import Assignor
 from coterie.client.cluster import ClusterMetadata
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
 from coterie.client.subscription import AssignmentChange, TopicPartition
-from coterie.group.consumer_protocol import (
+from coterie.wire.consumer_protocol import (
     PROTOCOL_TYPE,
     Subscription,
     decode_assignment,

@@ -54,8 +54,8 @@ from coterie.group.consumer_member import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Consu
 from coterie.group.consumer_messages import TopicPartitions
 from coterie.group.consumer_records import Partitions
 from coterie.group.topic_image import TopicImage
+from coterie.wire.extensions import CLIENT_ASSIGNOR_PREFIX
 
-CLIENT_ASSIGNOR_PREFIX = "client:"
 CLIENT_ASSIGNMENT = "consumer-client-assignment"  # timer kind
 DEFAULT_TIMEOUT_MS = 10_000  # group.consumer.client.assignment.timeout.ms
 INSTALL_OK = 0  # the install request's Error field when the assignor succeeded

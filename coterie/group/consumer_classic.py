@@ -70,7 +70,10 @@ from coterie.group.consumer_coordinator import (
 )
 from coterie.group.consumer_group import ConsumerGroup
 from coterie.group.consumer_member import ConsumerMember, MemberState
-from coterie.group.consumer_protocol import (
+from coterie.group.consumer_records import ClassicMemberMetadata
+from coterie.group.group_conversion import by_id, by_name
+from coterie.group.results import Result, TimerOp
+from coterie.wire.consumer_protocol import (
     PROTOCOL_TYPE,
     Assignment,
     ConsumerProtocolError,
@@ -78,9 +81,6 @@ from coterie.group.consumer_protocol import (
     decode_subscription,
     encode_assignment,
 )
-from coterie.group.consumer_records import ClassicMemberMetadata
-from coterie.group.group_conversion import by_id, by_name
-from coterie.group.results import Result, TimerOp
 
 
 class ClassicMembers:

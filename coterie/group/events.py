@@ -39,7 +39,7 @@ from typing import Any
 
 from coterie.group.classic_group import ClassicGroup, ClassicState
 from coterie.group.consumer_group import ConsumerGroup
-from coterie.group.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
+from coterie.wire.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
 
 CLASSIC = "classic"
 CONSUMER = "consumer"

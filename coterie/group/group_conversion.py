@@ -45,14 +45,6 @@ from dataclasses import replace
 from coterie.group.classic_group import ClassicGroup, ClassicMember
 from coterie.group.consumer_group import ConsumerGroup
 from coterie.group.consumer_member import ConsumerMember, MemberState
-from coterie.group.consumer_protocol import (
-    PROTOCOL_TYPE,
-    Assignment,
-    ConsumerProtocolError,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-)
 from coterie.group.consumer_records import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -69,6 +61,14 @@ from coterie.group.consumer_records import (
 )
 from coterie.group.records import GroupMetadataKey, Record
 from coterie.group.topic_image import TopicImage
+from coterie.wire.consumer_protocol import (
+    PROTOCOL_TYPE,
+    Assignment,
+    ConsumerProtocolError,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
 
 
 class ConversionRefused(Exception):

@@ -81,7 +81,6 @@ from coterie.group.consumer_coordinator import (
 from coterie.group.consumer_group import ConsumerGroupState
 from coterie.group.consumer_member import JOIN_EPOCH
 from coterie.group.consumer_messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
-from coterie.group.consumer_protocol import PROTOCOL_TYPE, subscribed_topics
 from coterie.group.consumer_records import (
     CONSUMER_RECORD_KEY_TYPES,
     ConsumerGroupMemberMetadataKey,
@@ -94,6 +93,7 @@ from coterie.group.group_conversion import (
 from coterie.group.records import GroupMetadataKey, Record
 from coterie.group.results import Result, TimerOp
 from coterie.group.topic_image import TopicInfo
+from coterie.wire.consumer_protocol import PROTOCOL_TYPE, subscribed_topics
 
 UPGRADE_POLICIES = frozenset({"bidirectional", "upgrade"})
 DOWNGRADE_POLICIES = frozenset({"bidirectional", "downgrade"})

@@ -206,3 +206,9 @@ EXTENSION_SCHEMAS: dict[tuple[int, int], tuple[type, type]] = {
     (CONSUMER_GROUP_INSTALL_ASSIGNMENT, 0): (ConsumerGroupInstallAssignmentRequest,
                                              ConsumerGroupInstallAssignmentResponse),
 }
+
+
+# A ConsumerGroupHeartbeat ServerAssignor of this form names a client-side assignor (seed 4):
+# "client:<name>". Both the coordinator and the member library read it, so it is a wire
+# convention and lives here rather than in either of them.
+CLIENT_ASSIGNOR_PREFIX = "client:"

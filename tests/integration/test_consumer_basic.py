@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from coterie.client import Consumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from coterie.client.errors import AssignmentError, ClientError, CommitFailedError
-from coterie.group.consumer_protocol import Subscription, encode_subscription
+from coterie.wire.consumer_protocol import Subscription, encode_subscription
 from tests.integration import member_helpers
 from tests.integration.clients import (
     CODECS,

@@ -29,7 +29,7 @@ from coterie.broker.server import Broker
 from coterie.group.classic_messages import JoinGroupRequest as ClassicJoin
 from coterie.group.classic_messages import SyncGroupRequest as ClassicSync
 from coterie.group.consumer_messages import ConsumerHeartbeatRequest
-from coterie.group.consumer_protocol import (
+from coterie.wire.consumer_protocol import (
     Assignment,
     Subscription,
     encode_assignment,

@@ -7,7 +7,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment as KpAss
 
 from coterie.assign.classic_leader import JoinedMember, build_spec, lead, subscribed_union
 from coterie.assign.range import RangeAssignor
-from coterie.group.consumer_protocol import (
+from coterie.wire.consumer_protocol import (
     ConsumerProtocolError,
     Subscription,
     decode_assignment,

@@ -16,7 +16,7 @@ from coterie.assign.sticky_userdata import decode_user_data
 from coterie.client import Consumer, Generation, TopicPartition
 from coterie.client.errors import RebalanceListenerError
 from coterie.client.records import ConsumerRecord, Decoded
-from coterie.group.consumer_protocol import (
+from coterie.wire.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     decode_subscription,

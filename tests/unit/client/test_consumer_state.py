@@ -14,10 +14,10 @@ from coterie.client.consumer_rebalance import check_cooperative
 from coterie.client.partition_state import Assignment
 from coterie.client.records import ConsumerRecord, Decoded
 from coterie.client.subscription import AssignmentChange, TopicPartition, TopicSubscription
-from coterie.group.consumer_protocol import (
+from coterie.wire.consumer_protocol import (
     Assignment as WireAssignment,
 )
-from coterie.group.consumer_protocol import (
+from coterie.wire.consumer_protocol import (
     Subscription,
     encode_assignment,
     encode_subscription,

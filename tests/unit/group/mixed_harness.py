@@ -37,12 +37,12 @@ from coterie.group.consumer_messages import (
     ConsumerHeartbeatResponse,
     TopicPartitions,
 )
-from coterie.group.consumer_protocol import (
+from coterie.group.group_coordinator import GroupCoordinator
+from coterie.wire.consumer_protocol import (
     Subscription,
     decode_assignment,
     encode_subscription,
 )
-from coterie.group.group_coordinator import GroupCoordinator
 
 from .consumer_harness import mid
 from .virtual_time import VirtualTime

@@ -12,7 +12,6 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic_messages import LeavingMember
-from coterie.group.consumer_protocol import Assignment, encode_assignment
 from coterie.group.events import (
     EventDeriver,
     classic_snapshot,
@@ -21,6 +20,7 @@ from coterie.group.events import (
     is_eager,
 )
 from coterie.group.results import Result
+from coterie.wire.consumer_protocol import Assignment, encode_assignment
 
 from .classic_harness import Harness
 from .consumer_harness import ConsumerHarness, mid

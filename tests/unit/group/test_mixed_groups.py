@@ -18,7 +18,6 @@ from coterie.group.consumer_config import ConsumerGroupConfig
 from coterie.group.consumer_group import ConsumerGroupState as G
 from coterie.group.consumer_member import MemberState as M
 from coterie.group.consumer_messages import ConsumerHeartbeatRequest
-from coterie.group.consumer_protocol import Assignment, decode_assignment, encode_assignment
 from coterie.group.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -27,6 +26,7 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
 )
 from coterie.group.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from coterie.wire.consumer_protocol import Assignment, decode_assignment, encode_assignment
 
 from .consumer_harness import mid
 from .mixed_harness import MixedHarness, subscription

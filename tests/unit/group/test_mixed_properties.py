@@ -41,7 +41,7 @@ from coterie.group.classic_messages import JoinGroupResponse, LeavingMember, Syn
 from coterie.group.consumer_config import ConsumerGroupConfig
 from coterie.group.consumer_group import ConsumerGroupState
 from coterie.group.consumer_messages import ConsumerHeartbeatRequest
-from coterie.group.consumer_protocol import decode_assignment
+from coterie.wire.consumer_protocol import decode_assignment
 
 from .consumer_harness import mid
 from .mixed_harness import MixedHarness

@@ -21,8 +21,8 @@ from kio.schema.errors import ErrorCode
 from coterie.group.classic_messages import LeavingMember
 from coterie.group.consumer_group import ConsumerGroupState as G
 from coterie.group.consumer_member import MemberState as M
-from coterie.group.consumer_protocol import Assignment, encode_assignment
 from coterie.group.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from coterie.wire.consumer_protocol import Assignment, encode_assignment
 
 from .consumer_harness import mid
 from .mixed_harness import MixedHarness, subscription

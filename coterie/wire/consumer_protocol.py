@@ -14,6 +14,10 @@ Decoding is strict where a member relies on it (`decode_assignment` raises
 `ConsumerProtocolError`, so an undecodable assignment reaches the user as an error) and
 lenient where the coordinator only peeks (`subscribed_topics` answers "no topics").
 
+It lives in `coterie.wire`, the lowest layer, because it is a wire format that the assignors,
+the group coordinator and the client all read; none of them may be imported by the others
+for it.
+
 No ``from __future__ import annotations`` here: kio inspects field types at runtime.
 """
 

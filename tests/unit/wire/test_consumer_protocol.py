@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment as KpAssignment
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as KpSubscription
 
-from coterie.group.consumer_protocol import (
+from coterie.wire.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     Subscription,
