@@ -30,6 +30,7 @@ from kio.records.schema import Record as WireRecord
 from kio.records.writers import write_new_batch
 
 from coterie.group.events import Event, EventDeriver, classic_snapshot, consumer_snapshot
+from coterie.group.timers import TimerKind
 
 if TYPE_CHECKING:
     from coterie.broker.groups import GroupRuntime
@@ -60,7 +61,7 @@ class GroupEventPublisher:
         self.partitions = max(1, int(props["group.events.partitions"]))
         self.deriver = EventDeriver()
         # The kind of timer being fired, if any: it says why members went (fenced, not left).
-        self.cause: str | None = None
+        self.cause: TimerKind | None = None
         # A cheap fingerprint of each group as last observed: most operations (heartbeats)
         # change nothing, and then no snapshot is taken at all.
         self._fingerprints: dict[str, Any] = {}

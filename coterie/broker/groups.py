@@ -54,6 +54,7 @@ from coterie.group.offsets_topic_codec import decode, encode, is_consumer_record
 from coterie.group.record_codec import UnknownRecordType
 from coterie.group.records import OffsetCommitKey, Record
 from coterie.group.results import Result, TimerOp
+from coterie.group.timers import TimerKey
 
 if TYPE_CHECKING:
     from coterie.broker.server import Broker
@@ -127,10 +128,10 @@ class GroupRuntime:
         self.coordinator = GroupCoordinator(self.classic, self.consumer)
         self.offsets = OffsetStore()
         self.loaded = False
-        self._timers: dict[tuple, asyncio.TimerHandle] = {}
+        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
         # Per armed timer: the deadline its handle was armed for, and the one now wanted.
-        self._armed: dict[tuple, int] = {}
-        self._deadlines: dict[tuple, int] = {}
+        self._armed: dict[TimerKey, int] = {}
+        self._deadlines: dict[TimerKey, int] = {}
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._tokens = itertools.count(1)
         # The compacted view of __consumer_offsets: the last value of every live key, per
@@ -340,14 +341,14 @@ class GroupRuntime:
                     self._resolve(m.sync_token, SyncGroupResponse(error))
         self.consumer.groups.pop(group_id, None)
         cancels = self.coordinator.classic_members.forget_group(group_id)
-        cancels += [TimerOp(key, None) for key in self._timers if key[1] == group_id]
+        cancels += [TimerOp(key, None) for key in self._timers if key.group_id == group_id]
         self._apply_timers(cancels)
         live = self._live.get(partition_for(group_id, self.num_partitions), {})
         for record in [r for r in live.values() if r.key.group_id == group_id]:
             self.coordinator.replay(record)
         now = self.broker.now_ms()
         self._apply_timers([op for op in self.coordinator.timers_after_load(now)
-                            if op.key[1] == group_id])
+                            if op.key.group_id == group_id])
 
     def persist(self, group_id: str, records: list[Record]) -> None:
         """Append records as one batch to the group's partition and replay offset records
@@ -405,7 +406,7 @@ class GroupRuntime:
                 loop = loop or asyncio.get_running_loop()
                 self._arm(loop, key, deadline, now)
 
-    def _arm(self, loop: asyncio.AbstractEventLoop, key: tuple, deadline: int,
+    def _arm(self, loop: asyncio.AbstractEventLoop, key: TimerKey, deadline: int,
              now: int) -> None:
         """A deadline already due (a 0 ms initial rebalance delay) still goes through the
         loop: never inside the request that armed it, but on a later turn, after the
@@ -415,7 +416,7 @@ class GroupRuntime:
         self._armed[key] = self._deadlines[key] = deadline
         self._timers[key] = loop.call_later(max(0.0, (deadline - now) / 1000), self._fire, key)
 
-    def _fire(self, key: tuple) -> None:
+    def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
         self._armed.pop(key, None)
         deadline = self._deadlines.pop(key, None)
@@ -423,8 +424,9 @@ class GroupRuntime:
         if deadline is not None and deadline > now:  # pushed back since it was armed
             self._arm(asyncio.get_running_loop(), key, deadline, now)
             return
-        group_id = key[1]
-        self.events.cause = str(key[0])  # why members a timer removes went
+        group_id = key.group_id
+        # Why members a timer removes went (a TimerKind: a str, "session" and so on).
+        self.events.cause = key.kind
         try:
             self.run(group_id, self.coordinator.on_timer(key, self.broker.now_ms()))
         except Exception:

@@ -4,16 +4,16 @@ Every handler takes a request and `now_ms` and returns a `Result`: the answer (o
 the request parks), the records to persist before answering, the timers to arm or cancel, and
 the parked requests it completes. Timers that fire come back through `on_timer`.
 
-Timers (keys are tuples, first element the kind):
-- ("session", group, member): a member that neither heartbeats nor has a request parked is
+Timers (`TimerKey`s, by kind; `coterie.group.timers`):
+- SESSION (group, member): a member that neither heartbeats nor has a request parked is
   removed when its session timeout passes, which rebalances the group.
-- ("join", group): the join phase ends at the rebalance timeout even if members are missing
+- JOIN (group): the join phase ends at the rebalance timeout even if members are missing
   (they are removed); for a group that was Empty it is first the initial rebalance delay,
   and only this timer ends that phase, even when the delay is 0 ms.
-- ("sync", group): members that have not sent SyncGroup within the rebalance timeout after
+- SYNC (group): members that have not sent SyncGroup within the rebalance timeout after
   the join phase are removed, which rebalances the group (this covers a leader that never
   sends its assignment and a follower that never collects its own).
-- ("pending", group, member): a member id handed out with MEMBER_ID_REQUIRED is forgotten
+- PENDING (group, member): a member id handed out with MEMBER_ID_REQUIRED is forgotten
   if the client does not come back with it within its session timeout.
 """
 
@@ -42,6 +42,7 @@ from coterie.group.classic_messages import (
 from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
 from coterie.group.records import GroupMetadataKey, GroupMetadataValue, Record
 from coterie.group.results import Result, TimerOp
+from coterie.group.timers import TimerKey, TimerKind
 
 S = ClassicState
 
@@ -81,10 +82,10 @@ class ClassicCoordinator:
         ops = []
         for group in self.groups.values():
             for m in group.members.values():
-                ops.append(TimerOp(("session", group.group_id, m.member_id),
+                ops.append(TimerOp(TimerKey(TimerKind.SESSION, group.group_id, m.member_id),
                                    now_ms + m.session_timeout_ms))
             if group.is_(S.COMPLETING_REBALANCE):
-                ops.append(TimerOp(("sync", group.group_id),
+                ops.append(TimerOp(TimerKey(TimerKind.SYNC, group.group_id),
                                    now_ms + group.max_rebalance_timeout_ms()))
         return ops
 
@@ -162,7 +163,7 @@ class ClassicCoordinator:
             # retries a timed-out join does not leave a trail of half-joined members.
             group.pending_members.add(new_id)
             return Result(JoinGroupResponse(ErrorCode.member_id_required, member_id=new_id),
-                          timers=[TimerOp(("pending", group.group_id, new_id),
+                          timers=[TimerOp(TimerKey(TimerKind.PENDING, group.group_id, new_id),
                                           now_ms + req.session_timeout_ms)])
         return self._add_member_and_rebalance(group, req, new_id, now_ms)
 
@@ -171,7 +172,8 @@ class ClassicCoordinator:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
             result = self._add_member_and_rebalance(group, req, member_id, now_ms)
-            result.timers.append(TimerOp(("pending", group.group_id, member_id), None))
+            result.timers.append(
+                TimerOp(TimerKey(TimerKind.PENDING, group.group_id, member_id), None))
             return result
         fenced = self._fenced(group, member_id, req.group_instance_id)
         if fenced is not None:
@@ -216,7 +218,7 @@ class ClassicCoordinator:
             result.completed.append((old.sync_token, SyncGroupResponse(
                 ErrorCode.fenced_instance_id)))
             old.awaiting_sync, old.sync_token = False, None
-        result.timers.append(TimerOp(("session", group.group_id, old_id), None))
+        result.timers.append(TimerOp(TimerKey(TimerKind.SESSION, group.group_id, old_id), None))
         protocols_changed = not old.same_protocols(req.protocols)
         member = group.replace_static(old_id, new_id)
         self._update_member(member, req)
@@ -305,7 +307,8 @@ class ClassicCoordinator:
         member.join_token = req.token
         # A member with a parked request is alive: its session timer stops until it is
         # answered (and is re-armed with the answer).
-        result.timers.append(TimerOp(("session", group.group_id, member.member_id), None))
+        result.timers.append(
+            TimerOp(TimerKey(TimerKind.SESSION, group.group_id, member.member_id), None))
 
     # == rebalance phases ====================================================================
     def _prepare_rebalance(self, group: ClassicGroup, now_ms: int, why: str) -> Result:
@@ -319,7 +322,7 @@ class ClassicCoordinator:
                         ErrorCode.rebalance_in_progress)))
                     m.awaiting_sync, m.sync_token = False, None
             group.pending_sync.clear()
-            result.timers.append(TimerOp(("sync", group.group_id), None))
+            result.timers.append(TimerOp(TimerKey(TimerKind.SYNC, group.group_id), None))
         was_empty = group.is_(S.EMPTY)
         group.transition(S.PREPARING_REBALANCE, now_ms, why)
         if was_empty:
@@ -330,9 +333,9 @@ class ClassicCoordinator:
             delay = min(self.config.initial_rebalance_delay_ms,
                         group.max_rebalance_timeout_ms())
             self._initial_deadline[group.group_id] = now_ms + group.max_rebalance_timeout_ms()
-            result.timers.append(TimerOp(("join", group.group_id), now_ms + delay))
+            result.timers.append(TimerOp(TimerKey(TimerKind.JOIN, group.group_id), now_ms + delay))
         else:
-            result.timers.append(TimerOp(("join", group.group_id),
+            result.timers.append(TimerOp(TimerKey(TimerKind.JOIN, group.group_id),
                                          now_ms + group.max_rebalance_timeout_ms()))
             result.merge(self._maybe_complete_join(group, now_ms))
         return result
@@ -345,11 +348,12 @@ class ClassicCoordinator:
         return self._complete_join(group, now_ms)
 
     def _complete_join(self, group: ClassicGroup, now_ms: int) -> Result:
-        result = Result(timers=[TimerOp(("join", group.group_id), None)])
+        result = Result(timers=[TimerOp(TimerKey(TimerKind.JOIN, group.group_id), None)])
         self._initial_deadline.pop(group.group_id, None)
         for member_id in [mid for mid, m in group.members.items() if not m.awaiting_join]:
             group.remove(member_id)
-            result.timers.append(TimerOp(("session", group.group_id, member_id), None))
+            result.timers.append(
+                TimerOp(TimerKey(TimerKind.SESSION, group.group_id, member_id), None))
         # Ids handed out by MEMBER_ID_REQUIRED stay pending (until their own timer) across
         # the end of the phase, as in Kafka: a client whose JoinGroup with its new id comes
         # just after a 0 ms initial delay ended joins the next generation, instead of being
@@ -374,7 +378,7 @@ class ClassicCoordinator:
             result.completed.append((m.join_token, self._join_response(group, m.member_id)))
             m.awaiting_join, m.join_token = False, None
             result.timers.append(self._session_timer(group, m, now_ms))
-        result.timers.append(TimerOp(("sync", group.group_id),
+        result.timers.append(TimerOp(TimerKey(TimerKind.SYNC, group.group_id),
                                      now_ms + group.max_rebalance_timeout_ms()))
         return result
 
@@ -412,7 +416,7 @@ class ClassicCoordinator:
             group.pending_sync.discard(member.member_id)
             timers = [self._session_timer(group, member, now_ms)]
             if not group.pending_sync:
-                timers.append(TimerOp(("sync", group.group_id), None))
+                timers.append(TimerOp(TimerKey(TimerKind.SYNC, group.group_id), None))
             return Result(self._sync_response(group, member), timers=timers)
         # CompletingRebalance: park until the leader's assignment is in.
         result = Result()
@@ -421,7 +425,8 @@ class ClassicCoordinator:
             result.completed.append((member.sync_token, SyncGroupResponse(
                 ErrorCode.rebalance_in_progress)))
         member.awaiting_sync, member.sync_token = True, req.token
-        result.timers.append(TimerOp(("session", group.group_id, member.member_id), None))
+        result.timers.append(
+            TimerOp(TimerKey(TimerKind.SESSION, group.group_id, member.member_id), None))
         if member.member_id != group.leader:
             return result
         if req.error != ErrorCode.none:
@@ -432,7 +437,7 @@ class ClassicCoordinator:
         group.transition(S.STABLE, now_ms, "leader sent the assignment")
         result.records.append(self._group_record(group))
         if not group.pending_sync:
-            result.timers.append(TimerOp(("sync", group.group_id), None))
+            result.timers.append(TimerOp(TimerKey(TimerKind.SYNC, group.group_id), None))
         for m in group.members.values():
             if m.awaiting_sync:
                 result.completed.append((m.sync_token, self._sync_response(group, m)))
@@ -511,7 +516,8 @@ class ClassicCoordinator:
                 member_id = known
             elif member_id in group.pending_members:
                 group.pending_members.discard(member_id)
-                result.timers.append(TimerOp(("pending", group.group_id, member_id), None))
+                result.timers.append(
+                    TimerOp(TimerKey(TimerKind.PENDING, group.group_id, member_id), None))
                 outcome.append((lm, ErrorCode.none))
                 continue
             if member_id not in group.members:
@@ -533,7 +539,8 @@ class ClassicCoordinator:
             if member is None:
                 continue
             removed = True
-            result.timers.append(TimerOp(("session", group.group_id, member_id), None))
+            result.timers.append(
+                TimerOp(TimerKey(TimerKind.SESSION, group.group_id, member_id), None))
             if member.awaiting_join:
                 result.completed.append((member.join_token, JoinGroupResponse(
                     ErrorCode.unknown_member_id, member_id=member_id)))
@@ -553,25 +560,23 @@ class ClassicCoordinator:
         return result
 
     # == timers ==============================================================================
-    def on_timer(self, key: tuple, now_ms: int) -> Result:
-        kind, group_id, *rest = key
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        kind, group_id, member_id = key.kind, key.group_id, key.member_id
         group = self.groups.get(group_id)
         if group is None:
             return Result()
-        if kind == "session":
-            (member_id,) = rest
+        if kind is TimerKind.SESSION:
             member = group.members.get(member_id)
             if member is None or member.awaiting_join or member.awaiting_sync:
                 return Result()
             return self._remove_members(group, [member_id], now_ms,
                                         f"session of {member_id} expired")
-        if kind == "pending":
-            (member_id,) = rest
+        if kind is TimerKind.PENDING:
             if member_id in group.pending_members:
                 group.pending_members.discard(member_id)
                 return self._maybe_complete_join(group, now_ms)
             return Result()
-        if kind == "join":
+        if kind is TimerKind.JOIN:
             if not group.is_(S.PREPARING_REBALANCE):
                 return Result()
             final = self._initial_deadline.get(group_id)
@@ -585,9 +590,9 @@ class ClassicCoordinator:
                 # has no end while members keep coming: its remaining time never shrinks).
                 group.new_member_added = False
                 nxt = min(now_ms + self.config.initial_rebalance_delay_ms, final)
-                return Result(timers=[TimerOp(("join", group_id), nxt)])
+                return Result(timers=[TimerOp(TimerKey(TimerKind.JOIN, group_id), nxt)])
             return self._complete_join(group, now_ms)
-        if kind == "sync":
+        if kind is TimerKind.SYNC:
             # Members of this generation that never sent SyncGroup, whether the leader's
             # assignment arrived (Stable) or not (CompletingRebalance), are gone.
             if not group.is_(S.COMPLETING_REBALANCE, S.STABLE):
@@ -597,7 +602,7 @@ class ClassicCoordinator:
         return Result()
 
     def _session_timer(self, group: ClassicGroup, member: ClassicMember, now_ms: int) -> TimerOp:
-        return TimerOp(("session", group.group_id, member.member_id),
+        return TimerOp(TimerKey(TimerKind.SESSION, group.group_id, member.member_id),
                        now_ms + member.session_timeout_ms)
 
     # == admin ===============================================================================
@@ -640,9 +645,10 @@ class ClassicCoordinator:
         parked is told REBALANCE_IN_PROGRESS (they rejoin, now into the consumer group), and
         its timers and live state go."""
         gid = group.group_id
-        result = Result(timers=[TimerOp(("join", gid), None), TimerOp(("sync", gid), None)])
+        result = Result(timers=[TimerOp(TimerKey(TimerKind.JOIN, gid), None),
+                                TimerOp(TimerKey(TimerKind.SYNC, gid), None)])
         for m in group.members.values():
-            result.timers.append(TimerOp(("session", gid, m.member_id), None))
+            result.timers.append(TimerOp(TimerKey(TimerKind.SESSION, gid, m.member_id), None))
             if m.awaiting_join:
                 result.completed.append((m.join_token, JoinGroupResponse(
                     ErrorCode.rebalance_in_progress, member_id=m.member_id)))
@@ -652,7 +658,7 @@ class ClassicCoordinator:
                     ErrorCode.rebalance_in_progress)))
                 m.awaiting_sync, m.sync_token = False, None
         for member_id in group.pending_members:
-            result.timers.append(TimerOp(("pending", gid, member_id), None))
+            result.timers.append(TimerOp(TimerKey(TimerKind.PENDING, gid, member_id), None))
         self._initial_deadline.pop(gid, None)
         return result
 

@@ -53,10 +53,10 @@ from coterie.assign.spec import AssignmentSpec, GroupAssignment, MemberAssignmen
 from coterie.group.consumer_member import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerMember
 from coterie.group.consumer_messages import TopicPartitions
 from coterie.group.consumer_records import Partitions
+from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicImage
 from coterie.wire.extensions import CLIENT_ASSIGNOR_PREFIX
 
-CLIENT_ASSIGNMENT = "consumer-client-assignment"  # timer kind
 DEFAULT_TIMEOUT_MS = 10_000  # group.consumer.client.assignment.timeout.ms
 INSTALL_OK = 0  # the install request's Error field when the assignor succeeded
 
@@ -146,8 +146,9 @@ class PendingRound:
     deadline_ms: int
 
     @property
-    def timer_key(self) -> tuple[str, str, int]:
-        return (CLIENT_ASSIGNMENT, self.group_id, self.group_epoch)
+    def timer_key(self) -> TimerKey:
+        return TimerKey(TimerKind.CONSUMER_CLIENT_ASSIGNMENT, self.group_id,
+                        epoch=self.group_epoch)
 
 
 class ClientRounds:

@@ -28,12 +28,12 @@ Theory of operation (Apache Kafka 4.x's behaviour, restated):
 - LeaveGroup removes the named members (any member of the group, as an admin removal may
   name consumer-protocol members too) and bumps the group epoch once.
 
-Timers, besides the session timer (the member's own JoinGroup session timeout, under the
-consumer core's ("consumer-session", group, member) key):
-- ("consumer-join", group, member): armed when the member is told REBALANCE_IN_PROGRESS and
+Timers (`coterie.group.timers`), besides the session timer (the member's own JoinGroup
+session timeout, under the consumer core's CONSUMER_SESSION (group, member) key):
+- CONSUMER_JOIN (group, member): armed when the member is told REBALANCE_IN_PROGRESS and
   no join timer is armed yet; if it has not sent JoinGroup within its rebalance timeout it
   is fenced. (Classic members have no revocation timer: this is it.)
-- ("consumer-sync", group, member): armed by JoinGroup; no SyncGroup within the rebalance
+- CONSUMER_SYNC (group, member): armed by JoinGroup; no SyncGroup within the rebalance
   timeout fences the member. While it is armed the member is what seed 3 calls
   "CompletingRebalance"; after its SyncGroup it is "Stable".
 Both are live-only, like Kafka's: after a restart only session timers are armed again.
@@ -62,17 +62,13 @@ from coterie.group.classic_messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from coterie.group.consumer_coordinator import (
-    CLASSIC_JOIN,
-    CLASSIC_SYNC,
-    ConsumerCoordinator,
-    Refused,
-)
+from coterie.group.consumer_coordinator import ConsumerCoordinator, Refused
 from coterie.group.consumer_group import ConsumerGroup
 from coterie.group.consumer_member import ConsumerMember, MemberState
 from coterie.group.consumer_records import ClassicMemberMetadata
 from coterie.group.group_conversion import by_id, by_name
 from coterie.group.results import Result, TimerOp
+from coterie.group.timers import TimerKey, TimerKind
 from coterie.wire.consumer_protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -160,8 +156,8 @@ class ClassicMembers:
         self._join_deadlines.pop(key, None)
         deadline = now_ms + max(reconciled.rebalance_timeout_ms, 0)
         self._sync_deadlines[key] = deadline
-        timers += [TimerOp((CLASSIC_JOIN, gid, member_id), None),
-                   TimerOp((CLASSIC_SYNC, gid, member_id), deadline)]
+        timers += [TimerOp(TimerKey(TimerKind.CONSUMER_JOIN, gid, member_id), None),
+                   TimerOp(TimerKey(TimerKind.CONSUMER_SYNC, gid, member_id), deadline)]
         if replaced is not None:
             self._forget(gid, replaced.member_id)
         return Result(JoinGroupResponse(
@@ -218,7 +214,7 @@ class ClassicMembers:
         return Result(
             SyncGroupResponse(ErrorCode.none, assignment=self.assignment_bytes(member),
                               protocol_type=PROTOCOL_TYPE, protocol_name=protocol_name),
-            timers=[TimerOp((CLASSIC_SYNC, gid, mid), None),
+            timers=[TimerOp(TimerKey(TimerKind.CONSUMER_SYNC, gid, mid), None),
                     self.core._session_timer(gid, mid, now_ms, member)])
 
     def assignment_bytes(self, member: ConsumerMember) -> bytes:
@@ -288,9 +284,10 @@ class ClassicMembers:
         return result
 
     # == timers ==============================================================================
-    def on_timer(self, key: tuple, now_ms: int) -> Result:
-        kind, group_id, member_id = key[0], key[1], key[2]
-        deadlines = self._join_deadlines if kind == CLASSIC_JOIN else self._sync_deadlines
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        kind, group_id, member_id = key.kind, key.group_id, key.member_id
+        deadlines = (self._join_deadlines if kind is TimerKind.CONSUMER_JOIN
+                     else self._sync_deadlines)
         if deadlines.pop((group_id, member_id), None) is None:
             return Result()  # cancelled, or not ours
         group = self.core.groups.get(group_id)
@@ -307,7 +304,7 @@ class ClassicMembers:
             return []
         deadline = now_ms + max(member.rebalance_timeout_ms, 0)
         self._join_deadlines[key] = deadline
-        return [TimerOp((CLASSIC_JOIN, group_id, member.member_id), deadline)]
+        return [TimerOp(TimerKey(TimerKind.CONSUMER_JOIN, group_id, member.member_id), deadline)]
 
     def _forget(self, group_id: str, member_id: str) -> None:
         self._join_deadlines.pop((group_id, member_id), None)
@@ -327,11 +324,11 @@ class ClassicMembers:
     def forget_group(self, group_id: str) -> list[TimerOp]:
         """The group stops being a consumer group: drop its live timers."""
         ops = []
-        for deadlines, kind in ((self._join_deadlines, CLASSIC_JOIN),
-                                (self._sync_deadlines, CLASSIC_SYNC)):
-            for key in [k for k in deadlines if k[0] == group_id]:
-                del deadlines[key]
-                ops.append(TimerOp((kind, *key), None))
+        for deadlines, kind in ((self._join_deadlines, TimerKind.CONSUMER_JOIN),
+                                (self._sync_deadlines, TimerKind.CONSUMER_SYNC)):
+            for gid, mid in [k for k in deadlines if k[0] == group_id]:
+                del deadlines[gid, mid]
+                ops.append(TimerOp(TimerKey(kind, gid, mid), None))
         return ops
 
     # == helpers =============================================================================

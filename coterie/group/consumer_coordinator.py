@@ -36,19 +36,19 @@ Leaving: epoch -1 removes the member (tombstones) and bumps the group epoch; epo
 members only) keeps the member and its partitions at epoch -2 until it rejoins under the same
 instance id or its session expires.
 
-Timers (keys are tuples, first element the kind):
-- ("consumer-session", group, member): no heartbeat within group.consumer.session.timeout.ms
+Timers (`TimerKey`s, by kind; `coterie.group.timers`):
+- CONSUMER_SESSION (group, member): no heartbeat within group.consumer.session.timeout.ms
   -> the member is fenced (removed) and the group epoch bumped.
-- ("consumer-revocation", group, member, epoch): the member was asked to revoke partitions at
-  `epoch` and has not confirmed within its rebalance timeout -> fenced likewise.
-- ("consumer-client-assignment", group, group epoch): the member chosen to compute a
+- CONSUMER_REVOCATION (group, member, epoch): the member was asked to revoke partitions at
+  member epoch `epoch` and has not confirmed within its rebalance timeout -> fenced likewise.
+- CONSUMER_CLIENT_ASSIGNMENT (group, epoch: the group epoch): the member chosen to compute a
   client-side assignment has not installed one within
   group.consumer.client.assignment.timeout.ms -> the server-side fallback computes it.
-- ("consumer-regex", group): due at once, so that it runs after the heartbeat that asked for
+- CONSUMER_REGEX (group): due at once, so that it runs after the heartbeat that asked for
   it has been answered -> the group's regexes are resolved (below).
 Classic-protocol members of a mixed group (`consumer_classic.py`, which shares steps 3 to 5
 through `_update_member`) use the session key with their own JoinGroup session timeout, have
-no revocation timer, and have ("consumer-join", ...) and ("consumer-sync", ...) timers
+no revocation timer, and have CONSUMER_JOIN and CONSUMER_SYNC (group, member) timers
 instead; `_cancel_timers` cancels those too when such a member is removed.
 
 Regexes are resolved asynchronously, as in Kafka 4.2 (GroupMetadataManager's
@@ -56,7 +56,7 @@ maybeUpdateRegularExpressions and handleRegularExpressionsResult), so that a mem
 literal topic and a regex gets the literal topic's partitions first and the matched topics in
 a later epoch, the order clients (librdkafka's tests among them) expect. Every heartbeat, and
 every JoinGroup of a classic member, asks for a resolution of all the group's regexes (the
-"consumer-regex" timer) when none is pending, the last one is more than 10 s old, and either
+CONSUMER_REGEX timer) when none is pending, the last one is more than 10 s old, and either
 a regex is unresolved (a member just brought it), topics were created since the last
 resolution, or it is older than group.consumer.regex.refresh.interval.ms. The timer resolves
 the regexes it was asked for that are still in use against the known topics, writes a record
@@ -85,7 +85,6 @@ from kio.schema.errors import ErrorCode
 from coterie.assign.registry import lookup
 from coterie.assign.spec import Assignor, AssignorError
 from coterie.group.client_assignment import (
-    CLIENT_ASSIGNMENT,
     DEFAULT_TIMEOUT_MS,
     INSTALL_OK,
     ClientRounds,
@@ -139,18 +138,9 @@ from coterie.group.reconciliation import FencedMember, reconcile
 from coterie.group.records import Record
 from coterie.group.results import Result, TimerOp
 from coterie.group.target_assignment import TargetAssignment, compute_target
+from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicImage, TopicInfo
 from coterie.group.topic_regex import InvalidRegex, compile_regex, resolve
-
-SESSION = "consumer-session"
-REVOCATION = "consumer-revocation"
-# Timers of classic-protocol members of a consumer group (mixed groups, consumer_classic.py):
-# rejoin after being told REBALANCE_IN_PROGRESS, and SyncGroup after a JoinGroup, each within
-# the member's rebalance timeout.
-CLASSIC_JOIN = "consumer-join"
-CLASSIC_SYNC = "consumer-sync"
-# A group's regex resolution (Kafka's "<group>-regex" executor task).
-REGEX = "consumer-regex"
 
 
 class Refused(Exception):
@@ -456,7 +446,7 @@ class ConsumerCoordinator:
         elif round_change is not _KEEP:
             self.client_rounds.put(round_change)
         if refresh is not None:
-            timers.append(TimerOp((REGEX, group.group_id), now_ms))
+            timers.append(TimerOp(TimerKey(TimerKind.CONSUMER_REGEX, group.group_id), now_ms))
 
         self._apply(records)
         if refresh is not None:
@@ -715,12 +705,13 @@ class ConsumerCoordinator:
         return Result(records=records, timers=timers)
 
     def _cancel_timers(self, group_id: str, member: ConsumerMember) -> list[TimerOp]:
-        ops = [TimerOp((SESSION, group_id, member.member_id), None)]
+        mid = member.member_id
+        ops = [TimerOp(TimerKey(TimerKind.CONSUMER_SESSION, group_id, mid), None)]
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             ops.append(TimerOp(_revocation_key(group_id, member), None))
         if member.uses_classic_protocol:
-            ops += [TimerOp((CLASSIC_JOIN, group_id, member.member_id), None),
-                    TimerOp((CLASSIC_SYNC, group_id, member.member_id), None)]
+            ops += [TimerOp(TimerKey(TimerKind.CONSUMER_JOIN, group_id, mid), None),
+                    TimerOp(TimerKey(TimerKind.CONSUMER_SYNC, group_id, mid), None)]
         return ops
 
     def _session_timer(self, group_id: str, member_id: str, now_ms: int,
@@ -730,23 +721,24 @@ class ConsumerCoordinator:
         timeout = self.config.session_timeout_ms
         if member is not None and member.classic is not None:
             timeout = member.classic.session_timeout_ms
-        return TimerOp((SESSION, group_id, member_id), now_ms + timeout)
+        return TimerOp(TimerKey(TimerKind.CONSUMER_SESSION, group_id, member_id), now_ms + timeout)
 
     # == timers ==============================================================================
-    def on_timer(self, key: tuple, now_ms: int) -> Result:
-        kind = key[0]
-        if kind == CLIENT_ASSIGNMENT:
-            return self._client_round_expired(key[1], key[2])
-        if kind == REGEX:
-            return self._resolve_regexes(key[1], now_ms)
-        if kind not in (SESSION, REVOCATION):
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        kind = key.kind
+        if kind is TimerKind.CONSUMER_CLIENT_ASSIGNMENT:
+            return self._client_round_expired(key.group_id, key.epoch)
+        if kind is TimerKind.CONSUMER_REGEX:
+            return self._resolve_regexes(key.group_id, now_ms)
+        if kind not in (TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION):
             return Result()
-        group = self.groups.get(key[1])
-        member = None if group is None else group.members.get(key[2])
+        group = self.groups.get(key.group_id)
+        member = None if group is None else group.members.get(key.member_id)
         if group is None or member is None:
             return Result()
-        if kind == REVOCATION and (member.member_epoch != key[3]
-                                   or member.state is not MemberState.UNREVOKED_PARTITIONS):
+        if kind is TimerKind.CONSUMER_REVOCATION and (
+                member.member_epoch != key.epoch
+                or member.state is not MemberState.UNREVOKED_PARTITIONS):
             return Result()  # it moved on in time
         return self._fence(group, member)
 
@@ -1098,8 +1090,9 @@ def _replace_records(group: ConsumerGroup, old: ConsumerMember,
     ]
 
 
-def _revocation_key(group_id: str, member: ConsumerMember) -> tuple:
-    return (REVOCATION, group_id, member.member_id, member.member_epoch)
+def _revocation_key(group_id: str, member: ConsumerMember) -> TimerKey:
+    return TimerKey(TimerKind.CONSUMER_REVOCATION, group_id, member.member_id,
+                    member.member_epoch)
 
 
 def _revocation_timers(group_id: str, before: ConsumerMember, after: ConsumerMember,

@@ -39,6 +39,7 @@ from typing import Any
 
 from coterie.group.classic_group import ClassicGroup, ClassicState
 from coterie.group.consumer_group import ConsumerGroup
+from coterie.group.timers import TimerKind
 from coterie.wire.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
 
 CLASSIC = "classic"
@@ -51,15 +52,15 @@ EVENT_TYPES = (
     "member_epoch_changed", "state_changed", "group_deleted", "group_converted",
 )
 
-# Timer kinds (the first item of a timer key) that remove members, and the reason to give.
-FENCE_REASONS: dict[str, str] = {
-    "session": "session timeout",
-    "join": "did not rejoin before the rebalance timeout",
-    "sync": "did not sync before the rebalance timeout",
-    "consumer-session": "session timeout",
-    "consumer-revocation": "did not revoke partitions before the rebalance timeout",
-    "consumer-join": "did not rejoin before the rebalance timeout",
-    "consumer-sync": "did not sync before the rebalance timeout",
+# Timer kinds that remove members, and the reason to give.
+FENCE_REASONS: dict[TimerKind, str] = {
+    TimerKind.SESSION: "session timeout",
+    TimerKind.JOIN: "did not rejoin before the rebalance timeout",
+    TimerKind.SYNC: "did not sync before the rebalance timeout",
+    TimerKind.CONSUMER_SESSION: "session timeout",
+    TimerKind.CONSUMER_REVOCATION: "did not revoke partitions before the rebalance timeout",
+    TimerKind.CONSUMER_JOIN: "did not rejoin before the rebalance timeout",
+    TimerKind.CONSUMER_SYNC: "did not sync before the rebalance timeout",
 }
 
 Event = dict[str, Any]
@@ -174,7 +175,7 @@ class EventDeriver:
                 for mid, m in snapshot.members.items()}
 
     def observe(self, group_id: str, snapshot: Snapshot | None, now_ms: int,
-                cause: str | None = None, name_of: NameOf | None = None) -> list[Event]:
+                cause: TimerKind | None = None, name_of: NameOf | None = None) -> list[Event]:
         """Events between the group's last snapshot and `snapshot` (None: no such group).
         `cause` is the kind of timer that fired, if one did (it names why members went);
         `name_of` names consumer groups' topic ids."""
@@ -203,7 +204,7 @@ class EventDeriver:
 
     # -- classic ------------------------------------------------------------------------------
     def _classic(self, gid: str, before: ClassicSnapshot | None, after: ClassicSnapshot | None,
-                 now: int, cause: str | None) -> list[Event]:
+                 now: int, cause: TimerKind | None) -> list[Event]:
         empty = ClassicSnapshot(ClassicState.EMPTY.value, 0, None, None, None, {})
         b = before or empty
         a = after or ClassicSnapshot(ClassicState.DEAD.value, b.generation, b.protocol_type,
@@ -274,7 +275,7 @@ class EventDeriver:
 
 
 def _consumer(gid: str, before: ConsumerSnapshot | None, after: ConsumerSnapshot | None,
-              now: int, cause: str | None, name_of: NameOf) -> list[Event]:
+              now: int, cause: TimerKind | None, name_of: NameOf) -> list[Event]:
     b = before or ConsumerSnapshot("Empty", 0, 0, {})
     a = after or ConsumerSnapshot("Dead", b.group_epoch, b.assignment_epoch, {})
     gen = a.group_epoch

@@ -38,10 +38,10 @@ Routing:
   client-side assignors, `client_assignment.py`): the consumer core; an id held by a classic
   group is GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
 
-Timers are routed by the first element of their key: "session", "join", "sync", "pending"
-are the classic core's; "consumer-session", "consumer-revocation",
-"consumer-client-assignment", "consumer-regex" the consumer core's;
-"consumer-join", "consumer-sync" the classic members of consumer groups'.
+Timers are routed by the kind of their key (`coterie.group.timers`): SESSION, JOIN, SYNC,
+PENDING are the classic core's; CONSUMER_SESSION, CONSUMER_REVOCATION,
+CONSUMER_CLIENT_ASSIGNMENT, CONSUMER_REGEX the consumer core's; CONSUMER_JOIN, CONSUMER_SYNC
+the classic members of consumer groups'.
 """
 
 from __future__ import annotations
@@ -63,21 +63,13 @@ from coterie.group.classic_messages import (
     SyncGroupRequest,
 )
 from coterie.group.client_assignment import (
-    CLIENT_ASSIGNMENT,
     InstallAssignmentRequest,
     InstallAssignmentResponse,
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
 )
 from coterie.group.consumer_classic import ClassicMembers
-from coterie.group.consumer_coordinator import (
-    CLASSIC_JOIN,
-    CLASSIC_SYNC,
-    REGEX,
-    REVOCATION,
-    SESSION,
-    ConsumerCoordinator,
-)
+from coterie.group.consumer_coordinator import ConsumerCoordinator
 from coterie.group.consumer_group import ConsumerGroupState
 from coterie.group.consumer_member import JOIN_EPOCH
 from coterie.group.consumer_messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
@@ -92,13 +84,15 @@ from coterie.group.group_conversion import (
 )
 from coterie.group.records import GroupMetadataKey, Record
 from coterie.group.results import Result, TimerOp
+from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicInfo
 from coterie.wire.consumer_protocol import PROTOCOL_TYPE, subscribed_topics
 
 UPGRADE_POLICIES = frozenset({"bidirectional", "upgrade"})
 DOWNGRADE_POLICIES = frozenset({"bidirectional", "downgrade"})
-CONSUMER_TIMERS = frozenset({SESSION, REVOCATION, CLIENT_ASSIGNMENT, REGEX})
-CLASSIC_MEMBER_TIMERS = frozenset({CLASSIC_JOIN, CLASSIC_SYNC})
+CONSUMER_TIMERS = frozenset({TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION,
+                             TimerKind.CONSUMER_CLIENT_ASSIGNMENT, TimerKind.CONSUMER_REGEX})
+CLASSIC_MEMBER_TIMERS = frozenset({TimerKind.CONSUMER_JOIN, TimerKind.CONSUMER_SYNC})
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,8 +289,8 @@ class GroupCoordinator:
         return result
 
     # == timers and topics ====================================================================
-    def on_timer(self, key: tuple, now_ms: int) -> Result:
-        kind, group_id = key[0], key[1]
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        kind, group_id = key.kind, key.group_id
         if kind in CONSUMER_TIMERS:
             return self._maybe_downgrade(group_id, self.consumer.on_timer(key, now_ms), now_ms)
         if kind in CLASSIC_MEMBER_TIMERS:

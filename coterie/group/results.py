@@ -3,7 +3,8 @@
 The broker appends `records` to `__consumer_offsets` and only after they are durable sends
 `response` and the responses in `completed` (requests that were parked earlier and that this
 call finishes). It then applies `timers`: each names a deadline to (re)arm or, with
-`deadline_ms` None, to cancel. A timer that fires comes back as `on_timer(key, now_ms)`.
+`deadline_ms` None, to cancel. A timer that fires comes back as `on_timer(key, now_ms)`; its
+key is a `TimerKey` (`coterie.group.timers`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coterie.group.records import Record
-
-TimerKey = tuple[Hashable, ...]
+from coterie.group.timers import TimerKey
 
 
 @dataclass(frozen=True, slots=True)

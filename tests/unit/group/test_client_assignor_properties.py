@@ -18,7 +18,6 @@ from kio.schema.errors import ErrorCode
 
 from coterie.group import consumer_record_codec as codec
 from coterie.group.client_assignment import (
-    CLIENT_ASSIGNMENT,
     InstallAssignmentRequest,
     InstalledMember,
     PrepareAssignmentRequest,
@@ -26,6 +25,7 @@ from coterie.group.client_assignment import (
 from coterie.group.consumer_coordinator import ConsumerCoordinator
 from coterie.group.consumer_group import ConsumerGroupState
 from coterie.group.consumer_messages import TopicPartitions
+from coterie.group.timers import TimerKind
 
 from .consumer_harness import ConsumerHarness, mid
 
@@ -191,7 +191,7 @@ def test_client_assigned_groups_are_safe_live_and_replayable(ops, data):
             case ("install", kind):
                 w.install(kind, data)
             case ("advance", ms):
-                if any(key[0] == CLIENT_ASSIGNMENT for key in w.h.advance(ms)):
+                if any(key.kind is TimerKind.CONSUMER_CLIENT_ASSIGNMENT for key in w.h.advance(ms)):
                     event("a round timed out")
             case ("grow", topic):
                 w.topics[topic] += 1

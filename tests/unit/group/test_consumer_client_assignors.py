@@ -14,7 +14,6 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coterie.group.client_assignment import (
-    CLIENT_ASSIGNMENT,
     InstallAssignmentRequest,
     InstalledMember,
     PrepareAssignmentRequest,
@@ -25,12 +24,18 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
+from coterie.group.timers import TimerKey, TimerKind
 
 from .consumer_harness import ConsumerHarness, mid
 
 A, B, C = mid("A"), mid("B"), mid("C")
 CLIENT = "client:odd"
 TIMEOUT_MS = 10_000
+
+
+def round_key(group_epoch: int) -> TimerKey:
+    """The timer of group "g"'s client-side assignment round for `group_epoch`."""
+    return TimerKey(TimerKind.CONSUMER_CLIENT_ASSIGNMENT, "g", epoch=group_epoch)
 
 
 class Members:
@@ -149,7 +154,7 @@ def test_a_new_epoch_opens_a_round_and_members_keep_the_old_target_meanwhile():
     assert g.group_epoch == 2 and g.assignment_epoch == 1 and g.state() is G.ASSIGNING
     pending = h.coordinator.client_rounds.get("g")
     assert pending is not None and pending.member_id == A and pending.group_epoch == 2
-    assert h.timers[(CLIENT_ASSIGNMENT, "g", 2)] == h.now + TIMEOUT_MS
+    assert h.timers[round_key(2)] == h.now + TIMEOUT_MS
     # B was reconciled to the old target epoch with nothing; A keeps everything.
     assert ms.epochs[B] == 1 and ms.owned[B] == set()
     for _ in range(3):
@@ -191,7 +196,7 @@ def test_a_valid_install_becomes_the_target_and_members_reconcile_to_it():
     g = h.group()
     assert g.assignment_epoch == 2
     assert {m: h.names(g.target_of(m)) for m in (A, B)} == {m: set(p) for m, p in odd.items()}
-    assert (CLIENT_ASSIGNMENT, "g", 2) not in h.timers
+    assert round_key(2) not in h.timers
     assert h.coordinator.client_rounds.get("g") is None
     # B cannot get foo-1..5 before A gave them back.
     ms.beat(B)
@@ -250,7 +255,7 @@ def _fell_back(h: ConsumerHarness, ms: Members, r: object, reason: str) -> None:
     assert "falls back to the server-side assignor uniform" in r.error_message
     g = h.group()
     assert g.assignment_epoch == 2 and h.coordinator.client_rounds.get("g") is None
-    assert (CLIENT_ASSIGNMENT, "g", 2) not in h.timers
+    assert round_key(2) not in h.timers
     given = [tp for m in g.members for tp in g.target_of(m)]
     assert len(given) == len(set(given)) == sum(h.partition_counts.values())
     assert h.names(g.target_of(B)) <= set(foo(0, 1, 2, 3, 4, 5))  # B reads foo only
@@ -320,12 +325,12 @@ def test_a_stale_install_after_a_newer_epoch_is_refused_and_the_new_round_times_
     g = h.group()
     pending = h.coordinator.client_rounds.get("g")
     assert pending.group_epoch == 3 and pending.member_id == A
-    assert (CLIENT_ASSIGNMENT, "g", 2) not in h.timers and (CLIENT_ASSIGNMENT, "g", 3) in h.timers
+    assert round_key(2) not in h.timers and round_key(3) in h.timers
     r = install(h, A, {A: foo(0, 1, 2), B: foo(3, 4, 5)}, group_epoch=2)
     assert r.error == ErrorCode.stale_member_epoch
     assert g.assignment_epoch == 1
     fired = h.advance(TIMEOUT_MS)
-    assert (CLIENT_ASSIGNMENT, "g", 3) in fired
+    assert round_key(3) in fired
     assert g.assignment_epoch == 3 and _uniform_view(h) == {A: 2, B: 2, C: 2}
     ms.converge()
     assert_replay_equals_live(h)
@@ -338,7 +343,7 @@ def test_no_install_within_the_timeout_falls_back_to_the_server_assignor():
     assert h.advance(TIMEOUT_MS - 1) == []
     assert h.group().assignment_epoch == 1
     fired = h.advance(1)
-    assert fired == [(CLIENT_ASSIGNMENT, "g", 2)]
+    assert fired == [round_key(2)]
     g = h.group()
     assert g.assignment_epoch == 2 and _uniform_view(h) == {A: 3, B: 3}
     assert prepare(h, A).error == ErrorCode.unknown_member_id  # too late now
@@ -351,7 +356,7 @@ def test_no_install_within_the_timeout_falls_back_to_the_server_assignor():
 
 def test_an_expired_round_falls_back_in_a_heartbeat_even_without_its_timer():
     h, ms = two_members()
-    h.timers.pop((CLIENT_ASSIGNMENT, "g", 2))  # e.g. lost with a storage error
+    h.timers.pop(round_key(2))  # e.g. lost with a storage error
     h.now += TIMEOUT_MS
     ms.beat(B)
     assert h.group().assignment_epoch == 2 and _uniform_view(h) == {A: 3, B: 3}
@@ -363,7 +368,7 @@ def test_an_error_install_falls_back_at_once():
     r = install(h, A, {}, error=1)
     assert r.error == ErrorCode.none
     assert h.group().assignment_epoch == 2 and _uniform_view(h) == {A: 3, B: 3}
-    assert (CLIENT_ASSIGNMENT, "g", 2) not in h.timers
+    assert round_key(2) not in h.timers
     ms.converge()
     assert_replay_equals_live(h)
 

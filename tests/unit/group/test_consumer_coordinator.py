@@ -13,6 +13,7 @@ from coterie.group.consumer_records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
 )
+from coterie.group.timers import TimerKey, TimerKind
 
 from .consumer_harness import ConsumerHarness, mid
 
@@ -75,7 +76,7 @@ def test_member_that_never_revokes_is_fenced_after_its_rebalance_timeout():
         assert r.member_epoch == 1 and g.members[A].state is M.UNREVOKED_PARTITIONS
         h.heartbeat(B, 2)
     fired = h.advance(5_001)
-    assert ("consumer-revocation", "g", A, 1) in fired
+    assert TimerKey(TimerKind.CONSUMER_REVOCATION, "g", A, 1) in fired
     assert A not in g.members and g.group_epoch == 3
     r = h.heartbeat(B, 2)
     assert r.member_epoch == 3 and h.assigned(r) == ALL3
@@ -86,9 +87,9 @@ def test_member_that_never_revokes_is_fenced_after_its_rebalance_timeout():
 def test_revoking_in_time_cancels_the_revocation_timer():
     h = ConsumerHarness({"foo": 3})
     a_revoking_foo_2(h)
-    assert ("consumer-revocation", "g", A, 1) in h.timers
+    assert TimerKey(TimerKind.CONSUMER_REVOCATION, "g", A, 1) in h.timers
     h.heartbeat(A, 1, owned=["foo-0", "foo-1"])
-    assert not any(k[0] == "consumer-revocation" for k in h.timers)
+    assert not any(k.kind is TimerKind.CONSUMER_REVOCATION for k in h.timers)
     h.advance(40_000)
     assert A in h.group().members
 
@@ -344,8 +345,8 @@ def test_restart_mid_reconciliation_resumes_it():
         {"foo": (h.topic_ids["foo"], 3)}, h2.now)
     assert result.records == []  # the topics did not change while it was down
     assert h2.group().snapshot() == h.group().snapshot()
-    assert ("consumer-revocation", "g", A, 1) in h2.timers
-    assert ("consumer-session", "g", B) in h2.timers
+    assert TimerKey(TimerKind.CONSUMER_REVOCATION, "g", A, 1) in h2.timers
+    assert TimerKey(TimerKind.CONSUMER_SESSION, "g", B) in h2.timers
     r = h2.heartbeat(A, 1, owned=["foo-0", "foo-1"])
     assert r.member_epoch == 2
     r = h2.heartbeat(B, 2)

@@ -2,7 +2,7 @@
 
 A heartbeat that brings a regex new to the group answers without it: the member's literal
 topics are assigned at once, and the group asks for a resolution through a timer due at once
-(("consumer-regex", group), fired by the broker on a later turn of its loop). The firing
+(a CONSUMER_REGEX timer of the group, fired by the broker on a later turn of its loop). The firing
 resolves the group's regexes against the topics the coordinator knows, writes their records
 and bumps the group epoch, so the matched topics come in a later epoch. Resolved regexes are
 refreshed on a heartbeat, never more often than every 10 s, and only when one is unresolved,
@@ -23,12 +23,13 @@ from coterie.group.consumer_records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
 )
+from coterie.group.timers import TimerKey, TimerKind
 
 from .consumer_harness import ConsumerHarness, mid
 from .mixed_harness import MixedHarness
 
 A, B = mid("A"), mid("B")
-REGEX_TIMER = ("consumer-regex", "g")
+REGEX_TIMER = TimerKey(TimerKind.CONSUMER_REGEX, "g")
 TOPICS = {"orders": 2, "prefix-a": 1, "prefix-b": 1, "other": 1}
 
 

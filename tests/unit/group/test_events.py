@@ -20,6 +20,7 @@ from coterie.group.events import (
     is_eager,
 )
 from coterie.group.results import Result
+from coterie.group.timers import TimerKey
 from coterie.wire.consumer_protocol import Assignment, encode_assignment
 
 from .classic_harness import Harness
@@ -39,8 +40,8 @@ def watch(h: Any, snap: Any, name_of: Any = None) -> list[dict]:
         cause[0] = None
         return response
 
-    def timer(key: tuple, now_ms: int) -> Any:
-        cause[0] = key[0]
+    def timer(key: TimerKey, now_ms: int) -> Any:
+        cause[0] = key.kind
         return on_timer(key, now_ms)
 
     h.apply, h.coordinator.on_timer = observed_apply, timer

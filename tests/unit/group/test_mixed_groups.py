@@ -26,6 +26,7 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
 )
 from coterie.group.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
+from coterie.group.timers import TimerKey, TimerKind
 from coterie.wire.consumer_protocol import Assignment, decode_assignment, encode_assignment
 
 from .consumer_harness import mid
@@ -272,9 +273,10 @@ def test_downgrade_when_the_last_consumer_member_leaves():
                  for m in written[-1].value.members}
     assert set(persisted) == {c1, c2}
     # Consumer timers are gone; classic session and join timers run.
-    assert not [k for k in h.timers if k[0].startswith("consumer-")]
-    assert ("join", "g") in h.timers
-    assert {("session", "g", c1), ("session", "g", c2)} <= set(h.timers)
+    assert not [k for k in h.timers if k.kind.startswith("consumer-")]
+    assert TimerKey(TimerKind.JOIN, "g") in h.timers
+    assert {TimerKey(TimerKind.SESSION, "g", c1),
+            TimerKey(TimerKind.SESSION, "g", c2)} <= set(h.timers)
     # The classic members notice through their heartbeats, rejoin the classic way and the
     # leader assigns everything.
     assert h.cheartbeat(c1, epoch) == ErrorCode.illegal_generation
@@ -414,7 +416,7 @@ def test_size_limits():
     assert r.error == ErrorCode.group_max_size_reached
     assert h.coordinator.group_type("g") == "classic"
     assert h.classic_group().to_record() == before and len(h.records) == mark
-    assert not [k for k in h.timers if k[0].startswith("consumer-")]
+    assert not [k for k in h.timers if k.kind.startswith("consumer-")]
     # A downgrade that would not fit group.max.size waits until enough members are gone.
     h = harness(classic_max=1)
     c1, c2 = _mixed(h)
@@ -513,7 +515,7 @@ def test_classic_member_session_timeout():
     h = harness()
     h.join(X)
     c, _ = h.cjoin_new(session_ms=8_000)
-    assert h.timers[("consumer-session", "g", c)] == h.now + 8_000
+    assert h.timers[TimerKey(TimerKind.CONSUMER_SESSION, "g", c)] == h.now + 8_000
     for _ in range(2):
         h.advance(5_000)
         settle_consumer(h, X)
@@ -526,7 +528,7 @@ def test_classic_member_that_never_syncs_or_never_rejoins_is_fenced():
     h = harness()
     h.join(X)
     c, _ = h.cjoin_new(rebalance_ms=20_000, session_ms=60_000)
-    assert ("consumer-sync", "g", c) in h.timers
+    assert TimerKey(TimerKind.CONSUMER_SYNC, "g", c) in h.timers
     h.advance(20_000)
     assert c not in h.group().members  # never collected its assignment
     c, token = h.cjoin_new(rebalance_ms=20_000, session_ms=60_000)
@@ -534,10 +536,10 @@ def test_classic_member_that_never_syncs_or_never_rejoins_is_fenced():
     h.join(Y)  # a new epoch: c must rejoin
     gen = h.group().members[c].member_epoch
     assert h.cheartbeat(c, gen) == REBALANCE
-    deadline = h.timers[("consumer-join", "g", c)]
+    deadline = h.timers[TimerKey(TimerKind.CONSUMER_JOIN, "g", c)]
     h.advance(10_000)
     assert h.cheartbeat(c, gen) == REBALANCE
-    assert h.timers[("consumer-join", "g", c)] == deadline  # not extended
+    assert h.timers[TimerKey(TimerKind.CONSUMER_JOIN, "g", c)] == deadline  # not extended
     h.advance(10_000)
     assert c not in h.group().members
     check_replay(h)
@@ -554,8 +556,8 @@ def test_a_restarted_coordinator_resumes_a_mixed_group():
     fresh.load(list(h.records))
     group = fresh.group()
     assert group.snapshot() == h.group().snapshot()
-    assert fresh.timers[("consumer-session", "g", c1)] == fresh.now + 10_000
-    assert fresh.timers[("consumer-session", "g", X)] == fresh.now + 45_000
+    assert fresh.timers[TimerKey(TimerKind.CONSUMER_SESSION, "g", c1)] == fresh.now + 10_000
+    assert fresh.timers[TimerKey(TimerKind.CONSUMER_SESSION, "g", X)] == fresh.now + 45_000
     assert fresh.cheartbeat(c1, group.members[c1].member_epoch) == ErrorCode.none
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from coterie.group.records import Record
 from coterie.group.results import Result
+from coterie.group.timers import TimerKey
 
 
 class VirtualTime:
@@ -22,13 +23,14 @@ class VirtualTime:
     def __init__(self, now_ms: int = 0) -> None:
         self.now = now_ms
         self.records: list[Record] = []
-        self.timers: dict[tuple, int] = {}
+        self.timers: dict[TimerKey, int] = {}
         self.answers: dict[Any, Any] = {}
 
     def apply(self, result: Result) -> Any:
         """Take in a handler's side effects; return its response."""
         self.records.extend(result.records)
         for op in result.timers:
+            op.key.check()  # every key a core hands out fits its kind
             if op.deadline_ms is None:
                 self.timers.pop(op.key, None)
             else:
@@ -37,16 +39,16 @@ class VirtualTime:
             self.answers[token] = answer
         return result.response
 
-    def advance(self, ms: int) -> list[tuple]:
-        """Move virtual time forward, firing due timers in deadline order; returns the keys
-        of the timers that fired."""
+    def advance(self, ms: int) -> list[TimerKey]:
+        """Move virtual time forward, firing due timers in deadline order (ties in the order
+        of their keys as flat tuples, by repr); returns the keys of the timers that fired."""
         target = self.now + ms
         fired = []
         while True:
             due = [(d, k) for k, d in self.timers.items() if d <= target]
             if not due:
                 break
-            deadline, key = min(due, key=lambda x: (x[0], repr(x[1])))
+            deadline, key = min(due, key=lambda x: (x[0], repr(x[1].astuple())))
             self.now = max(self.now, deadline)
             del self.timers[key]
             fired.append(key)
