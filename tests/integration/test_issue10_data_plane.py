@@ -139,9 +139,18 @@ def test_consumer_below_log_start_is_reset_to_it(broker, topic):
     create_topics(broker.bootstrap, {topic: 1},
                   config={"segment.bytes": "600", "retention.bytes": "1"})
     _produce_raw(broker, topic, 0, [make_batch([b"r-%02d" % i]) for i in range(40)])
+    # Retention (every 100 ms) may have run during the produce and run again after it: wait
+    # until the log start has settled (unchanged for a second), or the consumer below could
+    # see it move under its feet and be reset past records this test expects.
     deadline = time.monotonic() + DEADLINE
-    while (start := _list_offset(broker, topic, 0, -2)) == 0:
-        assert time.monotonic() < deadline, "retention never advanced the log start"
+    start, since = 0, time.monotonic()
+    while True:
+        now_start = _list_offset(broker, topic, 0, -2)
+        if now_start != start:
+            start, since = now_start, time.monotonic()
+        elif start > 0 and time.monotonic() - since >= 1.0:
+            break
+        assert time.monotonic() < deadline, "retention never settled the log start above 0"
         time.sleep(0.1)
     consumer = _consumer(broker, **{"auto.offset.reset": "earliest"})
     try:
