@@ -61,9 +61,20 @@ def error_code_for(error: Exception) -> ErrorCode:
     return ErrorCode.unknown_server_error
 
 
-def _too_many_partitions(requested: int, limit: int) -> str:
-    return (f"This request would create {requested} partitions, more than "
-            f"max.partitions.per.request ({limit}) allows in one request.")
+def _within_partition_cap(ctx: RequestContext, accepted: list[tuple[Any, dict[str, Any], int]]
+                          ) -> list[tuple[Any, dict[str, Any], int]]:
+    """`accepted` (topic, its answer, partitions it would create), or, when together they
+    would create more than `max.partitions.per.request`, nothing: each of them is then
+    answered POLICY_VIOLATION before anything is written."""
+    requested = sum(partitions for _, _, partitions in accepted)
+    limit = ctx.broker.config.max_partitions_per_request
+    if requested <= limit:
+        return accepted
+    message = (f"This request would create {requested} partitions, more than "
+               f"max.partitions.per.request ({limit}) allows in one request.")
+    for _, entry, _ in accepted:
+        entry.update(error_code=ErrorCode.policy_violation, error_message=message)
+    return []
 
 
 def _check_new_topic(ctx: RequestContext, t: Any) -> tuple[ErrorCode, str | None, int]:
@@ -119,13 +130,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
         if code == ErrorCode.none:
             accepted.append((t, entry, partitions))
         results.append(entry)
-    requested = sum(partitions for _, _, partitions in accepted)
-    limit = broker.config.max_partitions_per_request
-    if requested > limit:
-        for _, entry, _ in accepted:
-            entry.update(error_code=ErrorCode.policy_violation,
-                         error_message=_too_many_partitions(requested, limit))
-        accepted = []
+    accepted = _within_partition_cap(ctx, accepted)
     for t, entry, partitions in accepted:
         entry.update(num_partitions=partitions, replication_factor=1)
         if request.validate_only:
@@ -199,13 +204,7 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
         entry: dict[str, Any] = {"name": t.name, "error_code": ErrorCode.none}
         accepted.append((t, entry, t.count - info.partitions))
         results.append(entry)
-    requested = sum(added for _, _, added in accepted)
-    limit = broker.config.max_partitions_per_request
-    if requested > limit:
-        for _, entry, _ in accepted:
-            entry.update(error_code=ErrorCode.policy_violation,
-                         error_message=_too_many_partitions(requested, limit))
-        accepted = []
+    accepted = _within_partition_cap(ctx, accepted)
     for t, entry, _ in accepted:
         if request.validate_only:
             continue

@@ -16,7 +16,6 @@ import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from coterie.log.batch import TIMESTAMP_TYPE_FLAG
 from coterie.log.config import LogConfig
@@ -27,6 +26,7 @@ from coterie.log.record_scan import (
     iter_records,
     record_times,
 )
+from tests.unit.client.test_records import build as build_batch
 
 NOW = 1_700_000_000_000
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -34,20 +34,10 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 def build(timestamps: list[int], *, codec: int = 0, base_offset: int = 0,
           attributes: int = 0) -> bytes:
-    """One v2 batch with one record per timestamp, written by kafka-python."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
-                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                        batch_size=1 << 30)
-    for i, ts in enumerate(timestamps):
-        builder.append(i, timestamp=ts, key=b"k%d" % i, value=b"value-%d" % i,
-                       headers=[("h", b"x")] if i % 2 else [])
-    data = bytearray(builder.build())
-    struct.pack_into(">q", data, 0, base_offset)
-    if attributes:
-        (attrs,) = struct.unpack_from(">h", data, 21)
-        struct.pack_into(">h", data, 21, attrs | attributes)
-        struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
-    return bytes(data)
+    """One v2 batch with one record per timestamp (the client tests' batch builder)."""
+    return build_batch([(ts, b"k%d" % i, b"value-%d" % i, [("h", b"x")] if i % 2 else [])
+                        for i, ts in enumerate(timestamps)],
+                       codec=codec, base_offset=base_offset, attributes=attributes)
 
 
 def first_at_or_after_model(records: list[tuple[int, int]], target: int) -> tuple | None:
