@@ -4,7 +4,7 @@ It holds both cores, classic groups (`ClassicCoordinator`) and KIP-848 consumer 
 (`ConsumerCoordinator`), behind `coordinator`, a `GroupCoordinator` that routes every group
 request, timer (of every kind), topic change and loaded record to the group holding the id,
 and converts groups between the two types: classic members inside consumer groups, online
-upgrade and downgrade, group.consumer.migration.policy (`coterie.group.group_coordinator`
+upgrade and downgrade, group.consumer.migration.policy (`coterie.group.mixed.coordinator`
 has the rules). DescribeGroups and ListGroups read the cores directly.
 
 It owns the internal compacted topic `__consumer_offsets`: a group maps to one of its
@@ -44,16 +44,16 @@ from kio.records.writers import write_new_batch
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.group_events import GroupEventPublisher
-from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
-from coterie.group.classic_messages import JoinGroupResponse, SyncGroupResponse
-from coterie.group.consumer_coordinator import ConsumerCoordinator
-from coterie.group.group_coordinator import GroupCoordinator
+from coterie.group.classic.coordinator import ClassicConfig, ClassicCoordinator
+from coterie.group.classic.messages import JoinGroupResponse, SyncGroupResponse
+from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.limits import MAX_STRING_BYTES
-from coterie.group.offsets import OffsetStore
-from coterie.group.offsets_topic_codec import decode, encode, is_consumer_record
-from coterie.group.record_codec import UnknownRecordType
-from coterie.group.records import OffsetCommitKey, Record
-from coterie.group.results import Result, TimerOp
+from coterie.group.mixed.coordinator import GroupCoordinator
+from coterie.group.offsets.store import OffsetStore
+from coterie.group.records.classic import OffsetCommitKey, Record
+from coterie.group.records.classic_codec import UnknownRecordType
+from coterie.group.records.topic_codec import decode, encode, is_consumer_record
+from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Timer keys: which timer of a group core a deadline belongs to, as a typed value.
 
 Why. The group cores are pure: they never sleep or read a clock. They return `TimerOp`s
-(`coterie.group.results`) naming a key and a deadline to arm, or None to cancel, and whoever
+(`coterie.group.result`) naming a key and a deadline to arm, or None to cancel, and whoever
 runs them (the broker's asyncio loop, a test's virtual time) hands a timer that fires back
 through `on_timer(key, now_ms)`. The key is all a core gets back, so it must say what the
 timer is for (its kind), whose it is (group, member) and, for timers bound to an epoch, which
@@ -20,13 +20,13 @@ The kinds' values are the strings the tuples used, so logs and group events read
 
 Kinds, and what their keys carry besides the group id:
 
-- classic groups (`classic_coordinator.py`):
+- classic groups (`classic/coordinator.py`):
   SESSION (member), JOIN, SYNC, PENDING (member: an id handed out with MEMBER_ID_REQUIRED);
-- consumer groups (`consumer_coordinator.py`):
+- consumer groups (`consumer/coordinator.py`):
   CONSUMER_SESSION (member), CONSUMER_REVOCATION (member, epoch: the member epoch it was
   asked to revoke at), CONSUMER_CLIENT_ASSIGNMENT (epoch: the group epoch of the pending
-  client-side assignment round, `client_assignment.py`), CONSUMER_REGEX;
-- classic-protocol members of consumer groups (`consumer_classic.py`):
+  client-side assignment round, `consumer/client_assignment.py`), CONSUMER_REGEX;
+- classic-protocol members of consumer groups (`mixed/classic_members.py`):
   CONSUMER_JOIN (member), CONSUMER_SYNC (member).
 
 Pure: no I/O, no clock.

@@ -69,8 +69,8 @@ from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestA
 
 from coterie.broker.config import BrokerConfig
 from coterie.broker.server import Broker
-from coterie.group.classic_messages import JoinGroupRequest as ClassicJoin
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest
+from coterie.group.classic.messages import JoinGroupRequest as ClassicJoin
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from tests.fixtures.coterie_broker import CoterieBroker
 from tests.fixtures.reference_broker import REFERENCE_GROUP_SETTINGS
 from tests.integration.clients import broker_log_on_failure, create_topics, make_records, produce

@@ -26,9 +26,9 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.config import BrokerConfig
 from coterie.broker.server import Broker
-from coterie.group.classic_messages import JoinGroupRequest as ClassicJoin
-from coterie.group.classic_messages import SyncGroupRequest as ClassicSync
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest
+from coterie.group.classic.messages import JoinGroupRequest as ClassicJoin
+from coterie.group.classic.messages import SyncGroupRequest as ClassicSync
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.wire.consumer_protocol import (
     Assignment,
     Subscription,

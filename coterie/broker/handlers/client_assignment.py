@@ -3,7 +3,7 @@ Apache Kafka): ConsumerGroupPrepareAssignment (api key 32000) and
 ConsumerGroupInstallAssignment (32001), version 0.
 
 Each handler maps the kio entity (`coterie.wire.extensions`) onto the core's version-free
-dataclasses (`coterie.group.client_assignment`), runs it through the runtime's
+dataclasses (`coterie.group.consumer.client_assignment`), runs it through the runtime's
 `GroupCoordinator`, lets the runtime persist whatever records it returns (an install writes
 the new target, a refused one the fallback's) before answering, and maps the answer back.
 The rules live in the core; docs/extensions.md describes the APIs for client authors.
@@ -17,14 +17,14 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
 from coterie.broker.handlers.consumer_groups import ZERO_UUID
-from coterie.group.client_assignment import (
+from coterie.group.consumer.client_assignment import (
     InstallAssignmentRequest,
     InstallAssignmentResponse,
     InstalledMember,
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
 )
-from coterie.group.consumer_messages import TopicPartitions
+from coterie.group.consumer.messages import TopicPartitions
 
 LOADING = ErrorCode.coordinator_load_in_progress
 

@@ -1,7 +1,7 @@
 """KIP-848 consumer group APIs: ConsumerGroupHeartbeat v0-v1 and ConsumerGroupDescribe v0-v1.
 
 Each handler maps the wire version onto the core's version-free dataclasses
-(`coterie.group.consumer_messages`), runs it through the runtime's `GroupCoordinator` (a classic
+(`coterie.group.consumer.messages`), runs it through the runtime's `GroupCoordinator` (a classic
 group of the same id is converted when the migration policy allows it, never overwritten by
 mistake), lets the runtime persist the records
 before anything is answered, and maps the answer back. Partitions travel by topic id: the
@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
 from coterie.broker.handlers.groups import client_host, millis
-from coterie.group.consumer_messages import (
+from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     DescribedConsumerGroup,

@@ -20,7 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
-from coterie.group.classic_messages import (
+from coterie.group.classic.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,

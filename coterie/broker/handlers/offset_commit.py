@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
 from coterie.group.limits import too_long
-from coterie.group.offsets import OffsetCommitRequestEntry, metadata_too_large
+from coterie.group.offsets.store import OffsetCommitRequestEntry, metadata_too_large
 
 LOADING = ErrorCode.coordinator_load_in_progress
 

@@ -11,16 +11,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
-from coterie.group.classic_group import ClassicGroup
-from coterie.group.classic_messages import (
+from coterie.group.classic.coordinator import ClassicConfig, ClassicCoordinator
+from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
     LeavingMember,
     SyncGroupRequest,
 )
-from coterie.group.records import Record
+from coterie.group.records.classic import Record
 
 from .virtual_time import VirtualTime
 

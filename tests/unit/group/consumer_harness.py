@@ -13,16 +13,16 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from coterie.group.consumer_config import ConsumerGroupConfig
-from coterie.group.consumer_coordinator import ConsumerCoordinator
-from coterie.group.consumer_group import ConsumerGroup
-from coterie.group.consumer_messages import (
+from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group.consumer.coordinator import ConsumerCoordinator
+from coterie.group.consumer.group import ConsumerGroup
+from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     TopicPartitions,
 )
-from coterie.group.records import Record
-from coterie.group.results import Result
+from coterie.group.records.classic import Record
+from coterie.group.result import Result
 
 from .virtual_time import VirtualTime
 

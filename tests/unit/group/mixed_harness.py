@@ -17,10 +17,9 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign.classic_leader import JoinedMember, lead
 from coterie.assign.registry import lookup
-from coterie.group import offsets_topic_codec as codec
-from coterie.group.classic_coordinator import ClassicConfig, ClassicCoordinator
-from coterie.group.classic_group import ClassicGroup
-from coterie.group.classic_messages import (
+from coterie.group.classic.coordinator import ClassicConfig, ClassicCoordinator
+from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -29,15 +28,16 @@ from coterie.group.classic_messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from coterie.group.consumer_config import ConsumerGroupConfig
-from coterie.group.consumer_coordinator import ConsumerCoordinator
-from coterie.group.consumer_group import ConsumerGroup
-from coterie.group.consumer_messages import (
+from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group.consumer.coordinator import ConsumerCoordinator
+from coterie.group.consumer.group import ConsumerGroup
+from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     TopicPartitions,
 )
-from coterie.group.group_coordinator import GroupCoordinator
+from coterie.group.mixed.coordinator import GroupCoordinator
+from coterie.group.records import topic_codec as codec
 from coterie.wire.consumer_protocol import (
     Subscription,
     decode_assignment,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coterie.group.classic_group import ClassicState as S
-from coterie.group.classic_messages import LeavingMember
+from coterie.group.classic.group import ClassicState as S
+from coterie.group.classic.messages import LeavingMember
 
 from .classic_harness import Harness
 

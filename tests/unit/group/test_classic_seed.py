@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic_coordinator import ClassicConfig
-from coterie.group.classic_group import ClassicState as S
-from coterie.group.classic_messages import LeavingMember
+from coterie.group.classic.coordinator import ClassicConfig
+from coterie.group.classic.group import ClassicState as S
+from coterie.group.classic.messages import LeavingMember
 from coterie.group.timers import TimerKey, TimerKind
 
 from .classic_harness import Harness

@@ -16,15 +16,15 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coterie.group import consumer_record_codec as codec
-from coterie.group.client_assignment import (
+from coterie.group.consumer.client_assignment import (
     InstallAssignmentRequest,
     InstalledMember,
     PrepareAssignmentRequest,
 )
-from coterie.group.consumer_coordinator import ConsumerCoordinator
-from coterie.group.consumer_group import ConsumerGroupState
-from coterie.group.consumer_messages import TopicPartitions
+from coterie.group.consumer.coordinator import ConsumerCoordinator
+from coterie.group.consumer.group import ConsumerGroupState
+from coterie.group.consumer.messages import TopicPartitions
+from coterie.group.records import consumer_codec as codec
 from coterie.group.timers import TimerKind
 
 from .consumer_harness import ConsumerHarness, mid

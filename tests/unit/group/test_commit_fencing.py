@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic_group import ClassicState
-from coterie.group.classic_messages import LeavingMember
+from coterie.group.classic.group import ClassicState
+from coterie.group.classic.messages import LeavingMember
 
 from .mixed_harness import MixedHarness
 from .test_mixed_groups import classic_group, harness

@@ -13,14 +13,14 @@ from collections.abc import Iterable
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coterie.group.client_assignment import (
+from coterie.group.consumer.client_assignment import (
     InstallAssignmentRequest,
     InstalledMember,
     PrepareAssignmentRequest,
 )
-from coterie.group.consumer_group import ConsumerGroupState as G
-from coterie.group.consumer_messages import TopicPartitions
-from coterie.group.consumer_records import (
+from coterie.group.consumer.group import ConsumerGroupState as G
+from coterie.group.consumer.messages import TopicPartitions
+from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.consumer_group import ConsumerGroupState as G
-from coterie.group.consumer_member import MemberState as M
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest
-from coterie.group.consumer_records import (
+from coterie.group.consumer.group import ConsumerGroupState as G
+from coterie.group.consumer.member import MemberState as M
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest
+from coterie.group.records.consumer import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
 )

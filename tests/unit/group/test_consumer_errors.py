@@ -12,8 +12,8 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign.registry import register
 from coterie.assign.spec import AssignorError
-from coterie.group.consumer_config import ConsumerGroupConfig
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest, TopicPartitions
+from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest, TopicPartitions
 
 from .consumer_harness import ConsumerHarness, mid
 

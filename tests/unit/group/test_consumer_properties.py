@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coterie.group import consumer_record_codec as codec
-from coterie.group.consumer_coordinator import ConsumerCoordinator
-from coterie.group.consumer_group import ConsumerGroupState
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest, TopicPartitions
-from coterie.group.consumer_records import Partitions
+from coterie.group.consumer.coordinator import ConsumerCoordinator
+from coterie.group.consumer.group import ConsumerGroupState
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest, TopicPartitions
+from coterie.group.records import consumer_codec as codec
+from coterie.group.records.consumer import Partitions
 
 from .consumer_harness import ConsumerHarness, mid
 

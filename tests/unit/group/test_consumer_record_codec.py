@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coterie.group import consumer_record_codec as codec
-from coterie.group.consumer_records import (
+from coterie.group.records import consumer_codec as codec
+from coterie.group.records.classic import OffsetCommitKey, Record
+from coterie.group.records.classic_codec import RecordDecodeError, UnknownRecordType
+from coterie.group.records.consumer import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -25,8 +27,6 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from coterie.group.record_codec import RecordDecodeError, UnknownRecordType
-from coterie.group.records import OffsetCommitKey, Record
 
 T1 = uuid.UUID(int=1)
 T2 = uuid.UUID(int=2)

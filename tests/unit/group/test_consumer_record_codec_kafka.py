@@ -10,8 +10,9 @@ import uuid
 
 import pytest
 
-from coterie.group import consumer_record_codec as codec
-from coterie.group.consumer_records import (
+from coterie.group.records import consumer_codec as codec
+from coterie.group.records.classic import Record
+from coterie.group.records.consumer import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -26,7 +27,6 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from coterie.group.records import Record
 from tests.fixtures.reference_broker import load_reference_kafka
 
 pytestmark = pytest.mark.reference

@@ -17,9 +17,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.config import BrokerConfig, ConfigError
-from coterie.group.consumer_config import ConsumerGroupConfig
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest
-from coterie.group.consumer_records import (
+from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest
+from coterie.group.records.consumer import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
 )

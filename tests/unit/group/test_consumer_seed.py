@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.consumer_group import ConsumerGroupState as G
-from coterie.group.consumer_member import MemberState as M
-from coterie.group.consumer_records import (
+from coterie.group.consumer.group import ConsumerGroupState as G
+from coterie.group.consumer.member import MemberState as M
+from coterie.group.records.classic import Record
+from coterie.group.records.consumer import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -25,7 +26,6 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from coterie.group.records import Record
 
 from .consumer_harness import ConsumerHarness, mid
 

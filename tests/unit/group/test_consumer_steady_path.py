@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
-from coterie.group.results import Result
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from coterie.group.result import Result
 
 from .consumer_harness import ConsumerHarness, mid
 from .test_consumer_properties import ops, run

@@ -11,7 +11,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic_messages import LeavingMember
+from coterie.group.classic.messages import LeavingMember
 from coterie.group.events import (
     EventDeriver,
     classic_snapshot,
@@ -19,7 +19,7 @@ from coterie.group.events import (
     decode_partitions,
     is_eager,
 )
-from coterie.group.results import Result
+from coterie.group.result import Result
 from coterie.group.timers import TimerKey
 from coterie.wire.consumer_protocol import Assignment, encode_assignment
 

@@ -11,21 +11,26 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic_coordinator import ClassicConfig
-from coterie.group.classic_group import ClassicState
-from coterie.group.classic_messages import LeavingMember
-from coterie.group.consumer_config import ConsumerGroupConfig
-from coterie.group.consumer_group import ConsumerGroupState as G
-from coterie.group.consumer_member import MemberState as M
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest
-from coterie.group.consumer_records import (
+from coterie.group.classic.coordinator import ClassicConfig
+from coterie.group.classic.group import ClassicState
+from coterie.group.classic.messages import LeavingMember
+from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group.consumer.group import ConsumerGroupState as G
+from coterie.group.consumer.member import MemberState as M
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest
+from coterie.group.records.classic import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    Record,
+)
+from coterie.group.records.consumer import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from coterie.group.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, Record
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.wire.consumer_protocol import Assignment, decode_assignment, encode_assignment
 

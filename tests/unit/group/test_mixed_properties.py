@@ -35,12 +35,12 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign.classic_leader import JoinedMember, lead
 from coterie.assign.registry import lookup
-from coterie.group.classic_coordinator import ClassicConfig
-from coterie.group.classic_group import ClassicState
-from coterie.group.classic_messages import JoinGroupResponse, LeavingMember, SyncGroupResponse
-from coterie.group.consumer_config import ConsumerGroupConfig
-from coterie.group.consumer_group import ConsumerGroupState
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest
+from coterie.group.classic.coordinator import ClassicConfig
+from coterie.group.classic.group import ClassicState
+from coterie.group.classic.messages import JoinGroupResponse, LeavingMember, SyncGroupResponse
+from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group.consumer.group import ConsumerGroupState
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.wire.consumer_protocol import decode_assignment
 
 from .consumer_harness import mid

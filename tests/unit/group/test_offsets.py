@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coterie.group.offsets import OffsetCommitRequestEntry, OffsetStore, metadata_too_large
-from coterie.group.record_codec import decode, encode
-from coterie.group.records import (
+from coterie.group.offsets.store import OffsetCommitRequestEntry, OffsetStore, metadata_too_large
+from coterie.group.records.classic import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
 )
+from coterie.group.records.classic_codec import decode, encode
 
 NOW = 1_700_000_000_000
 DAY = 86_400_000

@@ -14,21 +14,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coterie.group.record_codec import (
-    RecordCodecError,
-    RecordDecodeError,
-    RecordEncodeError,
-    UnknownRecordType,
-    decode,
-    encode,
-)
-from coterie.group.records import (
+from coterie.group.records.classic import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
+)
+from coterie.group.records.classic_codec import (
+    RecordCodecError,
+    RecordDecodeError,
+    RecordEncodeError,
+    UnknownRecordType,
+    decode,
+    encode,
 )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
 
 from .test_mixed_groups import harness

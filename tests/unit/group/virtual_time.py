@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coterie.group.records import Record
-from coterie.group.results import Result
+from coterie.group.records.classic import Record
+from coterie.group.result import Result
 from coterie.group.timers import TimerKey
 
 

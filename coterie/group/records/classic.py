@@ -4,7 +4,7 @@ Every change the group coordinator makes that must survive a crash is one of the
 appended to `__consumer_offsets` before the client is answered, and replayed through the same
 code at start-up. Their shapes follow Apache Kafka's coordinator records (a key naming what is
 changed and a value holding its new state; a value of None is a tombstone that deletes it), so
-the mapping to Kafka's on-disk format in `record_codec.py` is direct.
+the mapping to Kafka's on-disk format in `records/classic_codec.py` is direct.
 
 Keys are hashable, so compaction is "keep the last value per key".
 """

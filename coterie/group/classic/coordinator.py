@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic_group import ClassicGroup, ClassicMember, ClassicState
-from coterie.group.classic_messages import (
+from coterie.group.classic.group import ClassicGroup, ClassicMember, ClassicState
+from coterie.group.classic.messages import (
     UNKNOWN_MEMBER_ID,
     DescribedGroup,
     DescribedMember,
@@ -40,8 +40,8 @@ from coterie.group.classic_messages import (
     SyncGroupResponse,
 )
 from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
-from coterie.group.records import GroupMetadataKey, GroupMetadataValue, Record
-from coterie.group.results import Result, TimerOp
+from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue, Record
+from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 
 S = ClassicState

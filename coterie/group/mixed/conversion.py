@@ -42,10 +42,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from coterie.group.classic_group import ClassicGroup, ClassicMember
-from coterie.group.consumer_group import ConsumerGroup
-from coterie.group.consumer_member import ConsumerMember, MemberState
-from coterie.group.consumer_records import (
+from coterie.group.classic.group import ClassicGroup, ClassicMember
+from coterie.group.consumer.group import ConsumerGroup
+from coterie.group.consumer.member import ConsumerMember, MemberState
+from coterie.group.records.classic import GroupMetadataKey, Record
+from coterie.group.records.consumer import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -59,7 +60,6 @@ from coterie.group.consumer_records import (
     Partitions,
     TopicIdPartition,
 )
-from coterie.group.records import GroupMetadataKey, Record
 from coterie.group.topic_image import TopicImage
 from coterie.wire.consumer_protocol import (
     PROTOCOL_TYPE,

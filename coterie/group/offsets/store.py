@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from coterie.group.records import OffsetCommitKey, OffsetCommitValue, Record
+from coterie.group.records.classic import OffsetCommitKey, OffsetCommitValue, Record
 
 __all__ = [
     "NO_EXPIRE_TIMESTAMP",

@@ -26,7 +26,7 @@ import enum
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from coterie.group.records import GroupMetadataValue, MemberMetadata
+from coterie.group.records.classic import GroupMetadataValue, MemberMetadata
 
 
 class ClassicState(enum.Enum):

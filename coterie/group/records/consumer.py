@@ -3,7 +3,7 @@
 A consumer group is persisted as several small records rather than one blob (a classic group
 is one `GroupMetadataValue`), so that a heartbeat that changes one member writes only what
 changed. Their shapes follow Apache Kafka 4.x's coordinator records field for field, so the
-mapping to bytes in `consumer_record_codec.py` is direct:
+mapping to bytes in `records/consumer_codec.py` is direct:
 
     record type  key                                       value
     3            ConsumerGroupMetadataKey(group)           group epoch, metadata hash
@@ -64,7 +64,7 @@ class ConsumerGroupMemberMetadataKey:
 @dataclass(frozen=True, slots=True)
 class ClassicMemberMetadata:
     """Set for a classic-protocol member living in a consumer group (mixed groups,
-    `consumer_classic.py`); None for members speaking ConsumerGroupHeartbeat. The protocols
+    `mixed/classic_members.py`); None for members speaking ConsumerGroupHeartbeat. The protocols
     are the member's JoinGroup protocols in its order of preference."""
 
     session_timeout_ms: int

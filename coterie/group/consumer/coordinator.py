@@ -1,6 +1,6 @@
 """KIP-848 consumer groups (seed 3), driven by heartbeats, timers and topic changes, free of I/O.
 
-Every handler takes a request and `now_ms` and returns a `Result` (`coterie.group.results`):
+Every handler takes a request and `now_ms` and returns a `Result` (`coterie.group.result`):
 the answer, the records to persist before answering, and the timers to arm or cancel. State
 changes only by applying records (`replay`), the same path that loads `__consumer_offsets`
 after a restart, so live and replayed state cannot differ. A handler first decides
@@ -24,7 +24,7 @@ A ConsumerGroupHeartbeat, step by step (seed 3's "Member Epoch - Reconcile the g
 4. If the group epoch is ahead of the target epoch, compute a new target with the group's
    assignor (the one most members ask for, else the first configured) and write the members
    whose target changed. If that assignor is a client-side one ("client:<name>", a coterie
-   extension: `client_assignment.py` has the rules), open a round instead: one member is
+   extension: `consumer/client_assignment.py` has the rules), open a round instead: one member is
    asked to compute the target (ConsumerGroupPrepareAssignment) and installs it
    (ConsumerGroupInstallAssignment); meanwhile members reconcile towards the old target.
 5. Reconcile this member towards its target (`reconciliation.reconcile`): revoke before
@@ -46,7 +46,7 @@ Timers (`TimerKey`s, by kind; `coterie.group.timers`):
   group.consumer.client.assignment.timeout.ms -> the server-side fallback computes it.
 - CONSUMER_REGEX (group): due at once, so that it runs after the heartbeat that asked for
   it has been answered -> the group's regexes are resolved (below).
-Classic-protocol members of a mixed group (`consumer_classic.py`, which shares steps 3 to 5
+Classic-protocol members of a mixed group (`mixed/classic_members.py`, which shares steps 3 to 5
 through `_update_member`) use the session key with their own JoinGroup session timeout, have
 no revocation timer, and have CONSUMER_JOIN and CONSUMER_SYNC (group, member) timers
 instead; `_cancel_timers` cancels those too when such a member is removed.
@@ -84,7 +84,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign.registry import lookup
 from coterie.assign.spec import Assignor, AssignorError
-from coterie.group.client_assignment import (
+from coterie.group.consumer.client_assignment import (
     DEFAULT_TIMEOUT_MS,
     INSTALL_OK,
     ClientRounds,
@@ -101,16 +101,16 @@ from coterie.group.client_assignment import (
     prepare_answer,
     validate,
 )
-from coterie.group.consumer_config import MIN_REGEX_REFRESH_INTERVAL_MS, ConsumerGroupConfig
-from coterie.group.consumer_group import ConsumerGroup, ReplayError, ResolvedRegex
-from coterie.group.consumer_member import (
+from coterie.group.consumer.config import MIN_REGEX_REFRESH_INTERVAL_MS, ConsumerGroupConfig
+from coterie.group.consumer.group import ConsumerGroup, ReplayError, ResolvedRegex
+from coterie.group.consumer.member import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     ConsumerMember,
     MemberState,
 )
-from coterie.group.consumer_messages import (
+from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     DescribedConsumerGroup,
@@ -119,7 +119,12 @@ from coterie.group.consumer_messages import (
     ListedConsumerGroup,
     TopicPartitions,
 )
-from coterie.group.consumer_records import (
+from coterie.group.consumer.reconciliation import FencedMember, reconcile
+from coterie.group.consumer.regex import InvalidRegex, compile_regex, resolve
+from coterie.group.consumer.target_assignment import TargetAssignment, compute_target
+from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
+from coterie.group.records.classic import Record
+from coterie.group.records.consumer import (
     CONSUMER_RECORD_KEY_TYPES,
     NO_PARTITIONS,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -133,14 +138,9 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     Partitions,
 )
-from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
-from coterie.group.reconciliation import FencedMember, reconcile
-from coterie.group.records import Record
-from coterie.group.results import Result, TimerOp
-from coterie.group.target_assignment import TargetAssignment, compute_target
+from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicImage, TopicInfo
-from coterie.group.topic_regex import InvalidRegex, compile_regex, resolve
 
 
 class Refused(Exception):
@@ -438,7 +438,7 @@ class ConsumerCoordinator:
             records.append(_assignment_record(group.group_id, reconciled))
             if not reconciled.uses_classic_protocol:
                 # Classic members have no revocation timer: they revoke by rejoining, and
-                # their join and sync timers (consumer_classic.py) bound how long that takes.
+                # their join and sync timers (mixed/classic_members.py) bound how long that takes.
                 timers += _revocation_timers(group.group_id, updated, reconciled, now_ms)
         timers += round_timers
         if round_change is None:
@@ -742,7 +742,7 @@ class ConsumerCoordinator:
             return Result()  # it moved on in time
         return self._fence(group, member)
 
-    # == client-side assignors (coterie extension; rules in client_assignment.py) ===========
+    # == client-side assignors (coterie extension; rules in consumer/client_assignment.py) ==
     def prepare_assignment(self, req: PrepareAssignmentRequest, now_ms: int) -> Result:
         """ConsumerGroupPrepareAssignment: the group state for the member chosen to compute
         the pending assignment; UNKNOWN_MEMBER_ID for anyone else (nothing to do)."""

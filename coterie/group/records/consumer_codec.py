@@ -1,7 +1,8 @@
 """Byte encoding of consumer-group records, compatible with Kafka 4.x's `__consumer_offsets`.
 
-Like the classic records in `record_codec.py`, each key and value starts with an int16: for a
-key the record type (3, 5, 6, 7, 8, 16), for a value the value version (0 for all of these).
+Like the classic records in `records/classic_codec.py`, each key and value starts with an
+int16: for a key the record type (3, 5, 6, 7, 8, 16), for a value the value version (0 for
+all of these).
 Keys are non-flexible structs; values are flexible (compact strings and arrays, tagged
 fields), exactly as Kafka's `ConsumerGroup*` coordinator record schemas say. The schemas are
 kio entity dataclasses so kio's serializers do the byte work.
@@ -36,7 +37,14 @@ from kio.serial.writers import write_int16, write_unsigned_varint
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
-from coterie.group.consumer_records import (
+from coterie.group.records.classic import Record
+from coterie.group.records.classic_codec import (
+    RecordDecodeError,
+    RecordEncodeError,
+    UnknownRecordType,
+    schema_field,
+)
+from coterie.group.records.consumer import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,
@@ -58,13 +66,6 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
 )
-from coterie.group.record_codec import (
-    RecordDecodeError,
-    RecordEncodeError,
-    UnknownRecordType,
-    schema_field,
-)
-from coterie.group.records import Record
 
 __all__ = ["CONSUMER_RECORD_TYPES", "VALUE_VERSION", "decode", "encode"]
 

@@ -6,8 +6,8 @@ the middle of an online upgrade, a new consumer sends ConsumerGroupHeartbeat to 
 group and so starts one. This class owns the `ClassicCoordinator` and the
 `ConsumerCoordinator` of a shard, routes every group request to the group that holds the id,
 and converts a group from one type to the other when Apache Kafka 4.x would (seed 3; the
-record order is in `group_conversion.py`, the classic members' handlers in
-`consumer_classic.py`). It is pure like the cores: requests and `now_ms` in, `Result` out.
+record order is in `mixed/conversion.py`, the classic members' handlers in
+`mixed/classic_members.py`). It is pure like the cores: requests and `now_ms` in, `Result` out.
 
 Routing:
 - JoinGroup: checked like any JoinGroup first (group id, session timeout bounds, metadata
@@ -35,8 +35,8 @@ Routing:
   target), a rebalance starts at once.
 - OffsetCommit / OffsetFetch validation, by group type (Kafka 4.2's rules).
 - ConsumerGroupPrepareAssignment / ConsumerGroupInstallAssignment (coterie extensions for
-  client-side assignors, `client_assignment.py`): the consumer core; an id held by a classic
-  group is GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
+  client-side assignors, `consumer/client_assignment.py`): the consumer core; an id held
+  by a classic group is GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
 
 Timers are routed by the kind of their key (`coterie.group.timers`): SESSION, JOIN, SYNC,
 PENDING are the classic core's; CONSUMER_SESSION, CONSUMER_REVOCATION,
@@ -52,9 +52,9 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic_coordinator import ClassicCoordinator
-from coterie.group.classic_group import ClassicState
-from coterie.group.classic_messages import (
+from coterie.group.classic.coordinator import ClassicCoordinator
+from coterie.group.classic.group import ClassicState
+from coterie.group.classic.messages import (
     UNKNOWN_MEMBER_ID,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -62,28 +62,28 @@ from coterie.group.classic_messages import (
     LeaveGroupRequest,
     SyncGroupRequest,
 )
-from coterie.group.client_assignment import (
+from coterie.group.consumer.client_assignment import (
     InstallAssignmentRequest,
     InstallAssignmentResponse,
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
 )
-from coterie.group.consumer_classic import ClassicMembers
-from coterie.group.consumer_coordinator import ConsumerCoordinator
-from coterie.group.consumer_group import ConsumerGroupState
-from coterie.group.consumer_member import JOIN_EPOCH
-from coterie.group.consumer_messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
-from coterie.group.consumer_records import (
-    CONSUMER_RECORD_KEY_TYPES,
-    ConsumerGroupMemberMetadataKey,
-)
-from coterie.group.group_conversion import (
+from coterie.group.consumer.coordinator import ConsumerCoordinator
+from coterie.group.consumer.group import ConsumerGroupState
+from coterie.group.consumer.member import JOIN_EPOCH
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from coterie.group.mixed.classic_members import ClassicMembers
+from coterie.group.mixed.conversion import (
     ConversionRefused,
     downgrade_records,
     upgrade_records,
 )
-from coterie.group.records import GroupMetadataKey, Record
-from coterie.group.results import Result, TimerOp
+from coterie.group.records.classic import GroupMetadataKey, Record
+from coterie.group.records.consumer import (
+    CONSUMER_RECORD_KEY_TYPES,
+    ConsumerGroupMemberMetadataKey,
+)
+from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicInfo
 from coterie.wire.consumer_protocol import PROTOCOL_TYPE, subscribed_topics

@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from coterie.assign.spec import AssignmentSpec, Assignor, MemberSpec, TopicSpec
-from coterie.group.consumer_member import ConsumerMember
-from coterie.group.consumer_records import (
+from coterie.group.consumer.member import ConsumerMember
+from coterie.group.records.classic import Record
+from coterie.group.records.consumer import (
     NO_PARTITIONS,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
@@ -32,7 +33,6 @@ from coterie.group.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
 )
-from coterie.group.records import Record
 from coterie.group.topic_image import TopicImage
 
 

@@ -50,9 +50,9 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from coterie.assign.spec import AssignmentSpec, GroupAssignment, MemberAssignment
-from coterie.group.consumer_member import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerMember
-from coterie.group.consumer_messages import TopicPartitions
-from coterie.group.consumer_records import Partitions
+from coterie.group.consumer.member import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerMember
+from coterie.group.consumer.messages import TopicPartitions
+from coterie.group.records.consumer import Partitions
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicImage
 from coterie.wire.extensions import CLIENT_ASSIGNOR_PREFIX

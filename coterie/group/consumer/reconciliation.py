@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from coterie.group.consumer_member import ConsumerMember, MemberState
-from coterie.group.consumer_records import NO_PARTITIONS, Partitions, TopicIdPartition
+from coterie.group.consumer.member import ConsumerMember, MemberState
+from coterie.group.records.consumer import NO_PARTITIONS, Partitions, TopicIdPartition
 
 
 class FencedMember(Exception):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from coterie.group.consumer_records import (
+from coterie.group.records.consumer import (
     NO_PARTITIONS,
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentValue,

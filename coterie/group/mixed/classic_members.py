@@ -51,7 +51,7 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic_messages import (
+from coterie.group.classic.messages import (
     UNKNOWN_MEMBER_ID,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -62,12 +62,12 @@ from coterie.group.classic_messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from coterie.group.consumer_coordinator import ConsumerCoordinator, Refused
-from coterie.group.consumer_group import ConsumerGroup
-from coterie.group.consumer_member import ConsumerMember, MemberState
-from coterie.group.consumer_records import ClassicMemberMetadata
-from coterie.group.group_conversion import by_id, by_name
-from coterie.group.results import Result, TimerOp
+from coterie.group.consumer.coordinator import ConsumerCoordinator, Refused
+from coterie.group.consumer.group import ConsumerGroup
+from coterie.group.consumer.member import ConsumerMember, MemberState
+from coterie.group.mixed.conversion import by_id, by_name
+from coterie.group.records.consumer import ClassicMemberMetadata
+from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.wire.consumer_protocol import (
     PROTOCOL_TYPE,

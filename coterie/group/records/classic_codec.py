@@ -33,7 +33,7 @@ from kio.serial.writers import write_int16
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
-from coterie.group.records import (
+from coterie.group.records.classic import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

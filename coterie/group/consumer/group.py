@@ -25,7 +25,7 @@ epoch; otherwise STABLE. (DEAD is a group that no longer exists.)
 
 Mixed groups: a member with `classic` metadata is a classic-protocol member; it is counted by
 `num_classic_members`, takes part in target assignment like any other member, and its
-JoinGroup/SyncGroup handlers (`consumer_classic.py`) drive the same reconciliation.
+JoinGroup/SyncGroup handlers (`mixed/classic_members.py`) drive the same reconciliation.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from coterie.group.consumer_member import LEAVE_EPOCH, ConsumerMember
-from coterie.group.consumer_records import (
+from coterie.group.consumer.member import LEAVE_EPOCH, ConsumerMember
+from coterie.group.records.consumer import (
     NO_PARTITIONS,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,

@@ -1,8 +1,8 @@
 """Every record coterie keeps in `__consumer_offsets`, encoded and decoded through one door.
 
 The topic holds classic records (offset commits, types 0 and 1; classic group metadata, type
-2; `record_codec.py`) and KIP-848 consumer-group records (types 3, 5, 6, 7, 8 and 16;
-`consumer_record_codec.py`) side by side, in the order they were written. Loading replays
+2; `records/classic_codec.py`) and KIP-848 consumer-group records (types 3, 5, 6, 7, 8 and 16;
+`records/consumer_codec.py`) side by side, in the order they were written. Loading replays
 them in that order through one path, so the two families must be decoded by one function:
 this one looks at the key's version prefix (the record type) and hands the bytes to the codec
 that owns it. Types neither codec models (share groups, streams groups, transactions) raise
@@ -15,11 +15,11 @@ from typing import Final
 
 from kio.serial.readers import read_int16
 
-from coterie.group import consumer_record_codec, record_codec
-from coterie.group.consumer_record_codec import CONSUMER_RECORD_TYPES
-from coterie.group.consumer_records import CONSUMER_RECORD_KEY_TYPES
-from coterie.group.record_codec import RecordDecodeError, UnknownRecordType
-from coterie.group.records import Record
+from coterie.group.records import classic_codec, consumer_codec
+from coterie.group.records.classic import Record
+from coterie.group.records.classic_codec import RecordDecodeError, UnknownRecordType
+from coterie.group.records.consumer import CONSUMER_RECORD_KEY_TYPES
+from coterie.group.records.consumer_codec import CONSUMER_RECORD_TYPES
 
 __all__ = ["CLASSIC_RECORD_TYPES", "decode", "encode", "is_consumer_record"]
 
@@ -35,8 +35,8 @@ def is_consumer_record(record: Record) -> bool:
 def encode(record: Record) -> tuple[bytes, bytes | None]:
     """The (key, value) bytes of any record; a tombstone has value None."""
     if is_consumer_record(record):
-        return consumer_record_codec.encode(record)
-    return record_codec.encode(record)
+        return consumer_codec.encode(record)
+    return classic_codec.encode(record)
 
 
 def decode(key: bytes, value: bytes | None) -> Record:
@@ -47,7 +47,7 @@ def decode(key: bytes, value: bytes | None) -> Record:
     except Exception as exc:  # kio raises several error types on short buffers
         raise RecordDecodeError(f"record key too short to hold a version: {key!r}") from exc
     if record_type in CLASSIC_RECORD_TYPES:
-        return record_codec.decode(key, value)
+        return classic_codec.decode(key, value)
     if record_type in CONSUMER_RECORD_TYPES:
-        return consumer_record_codec.decode(key, value)
+        return consumer_codec.decode(key, value)
     raise UnknownRecordType(record_type)
