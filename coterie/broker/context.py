@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from coterie.broker.services import Services
 from coterie.wire.build import build
 from coterie.wire.codec import response_schema
 
-if TYPE_CHECKING:
-    from coterie.broker.server import Broker
+# Every partition's leader epoch: one broker, never re-elected.
+LEADER_EPOCH = 0
+
+# The null topic id of the wire (Kafka's Uuid.ZERO_UUID).
+ZERO_UUID = uuid.UUID(int=0)
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    services: Services
     api_key: int
     api_version: int
     correlation_id: int
@@ -31,3 +36,13 @@ class RequestContext:
     @property
     def who(self) -> str:
         return f"{self.client_id or '-'}@{self.peer}"
+
+    @property
+    def client_host(self) -> str:
+        """The client address as Kafka reports it in group descriptions ("/127.0.0.1")."""
+        return "/" + self.peer.rsplit(":", 1)[0]
+
+
+def millis(value: Any) -> int:
+    """A kio timedelta field as whole milliseconds (-1 stays -1)."""
+    return round(value.total_seconds() * 1000)

@@ -23,17 +23,20 @@ import datetime
 import io
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kio.records.schema import NewRecordBatch
 from kio.records.schema import Record as WireRecord
 from kio.records.writers import write_new_batch
 
+from coterie.broker.groups import GroupRuntime
+from coterie.broker.topic_admin import TopicAdmin
+from coterie.broker.waiters import FetchWaiters
 from coterie.group.events import Event, EventDeriver, classic_snapshot, consumer_snapshot
+from coterie.group.partitioning import partition_for
 from coterie.group.timers import TimerKind
-
-if TYPE_CHECKING:
-    from coterie.broker.groups import GroupRuntime
+from coterie.log.manager import LogManager
 
 log = logging.getLogger("coterie.group_events")
 
@@ -53,9 +56,15 @@ def encode_event(event: Event) -> bytes:
 class GroupEventPublisher:
     """Watches a GroupRuntime's groups and appends what changed to `__group_events`."""
 
-    def __init__(self, runtime: GroupRuntime) -> None:
+    def __init__(self, runtime: GroupRuntime, logs: LogManager, topics: TopicAdmin,
+                 waiters: FetchWaiters, props: Mapping[str, str],
+                 clock: Callable[[], int]) -> None:
         self.runtime = runtime
-        props = {**EVENTS_DEFAULTS, **runtime.broker.config.props}
+        self.logs = logs
+        self.topics = topics
+        self.waiters = waiters
+        self.now_ms = clock
+        props = {**EVENTS_DEFAULTS, **props}
         self.enabled = props["group.events.enable"].strip().lower() == "true"
         self.retention_ms = int(props["group.events.retention.ms"])
         self.partitions = max(1, int(props["group.events.partitions"]))
@@ -70,11 +79,10 @@ class GroupEventPublisher:
     def ensure_topic(self) -> None:
         if not self.enabled:
             return
-        logs = self.runtime.broker.logs
-        if EVENTS_TOPIC in logs.topics:
-            self.partitions = logs.topics[EVENTS_TOPIC].partitions
+        if EVENTS_TOPIC in self.logs.topics:
+            self.partitions = self.logs.topics[EVENTS_TOPIC].partitions
             return
-        self.runtime.broker.create_topic(EVENTS_TOPIC, self.partitions, {
+        self.topics.create_topic(EVENTS_TOPIC, self.partitions, {
             "cleanup.policy": "delete",
             "retention.ms": str(self.retention_ms),
         })
@@ -83,7 +91,7 @@ class GroupEventPublisher:
         """After loading: take every loaded group as known, so a restart is not news."""
         if not self.enabled:
             return
-        for gid in list(self.runtime.classic.groups) + list(self.runtime.consumer.groups):
+        for gid in self.runtime.group_ids():
             self.deriver.prime(gid, self._snapshot(gid))
             self._fingerprints[gid] = self._fingerprint(gid)
 
@@ -92,20 +100,22 @@ class GroupEventPublisher:
         """Equal whenever the group's snapshot would be: consumer members are immutable
         values replaced on every change, and a classic group's assignments only change with
         its state; tuples compare their items by identity first, so this is cheap."""
-        group = self.runtime.consumer.groups.get(group_id)
+        shard = self.runtime.shard_for(group_id)
+        group = shard.consumer.groups.get(group_id)
         if group is not None:
             return (group.group_epoch, group.assignment_epoch, tuple(group.members.values()))
-        classic = self.runtime.classic.groups.get(group_id)
+        classic = shard.classic.groups.get(group_id)
         if classic is None:
             return None
         return (classic.state, classic.generation, classic.leader, classic.protocol,
                 tuple(classic.members), tuple(m.assignment for m in classic.members.values()))
 
     def _snapshot(self, group_id: str) -> Any:
-        group = self.runtime.consumer.groups.get(group_id)
+        shard = self.runtime.shard_for(group_id)
+        group = shard.consumer.groups.get(group_id)
         if group is not None:
             return consumer_snapshot(group)
-        classic = self.runtime.classic.groups.get(group_id)
+        classic = shard.classic.groups.get(group_id)
         return None if classic is None else classic_snapshot(classic)
 
     def observe(self, group_id: str, wrote_records: bool = True) -> None:
@@ -115,7 +125,8 @@ class GroupEventPublisher:
         also change state without records."""
         if not self.enabled or not self.runtime.loaded:
             return
-        if not wrote_records and group_id in self.runtime.consumer.groups:
+        shard = self.runtime.shard_for(group_id)
+        if not wrote_records and group_id in shard.consumer.groups:
             return
         cause, self.cause = self.cause, None
         try:
@@ -125,19 +136,17 @@ class GroupEventPublisher:
             self._fingerprints[group_id] = fingerprint
             if fingerprint is None:
                 del self._fingerprints[group_id]
-            now = self.runtime.broker.now_ms()
+            now = self.now_ms()
             events = self.deriver.observe(group_id, self._snapshot(group_id), now, cause,
-                                          self.runtime.consumer.image.name_of)
+                                          shard.consumer.image.name_of)
             if events:
                 self.publish(group_id, events, now)
         except Exception:
             log.exception("could not publish the events of group %s", group_id)
 
     def publish(self, group_id: str, events: list[Event], now_ms: int) -> None:
-        from coterie.broker.groups import partition_for
-
         index = partition_for(group_id, self.partitions)
-        part = self.runtime.broker.logs.partition(EVENTS_TOPIC, index)
+        part = self.logs.partition(EVENTS_TOPIC, index)
         if part is None:
             raise RuntimeError(f"{EVENTS_TOPIC}-{index} is missing")
         stamp = datetime.datetime.fromtimestamp(now_ms / 1000, datetime.UTC)
@@ -149,4 +158,4 @@ class GroupEventPublisher:
         write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1,
                                             base_sequence=-1, records=wire, attributes=0))
         part.append(buf.getvalue(), 0, now_ms)
-        self.runtime.broker.waiters.notify(EVENTS_TOPIC, index)
+        self.waiters.notify(EVENTS_TOPIC, index)

@@ -28,12 +28,14 @@ from kio.schema.errors import ErrorCode
 from coterie.broker.apis import API_VERSIONS, APIS, Api
 from coterie.broker.config import BrokerConfig
 from coterie.broker.context import RequestContext
-from coterie.broker.groups import GroupRuntime
+from coterie.broker.group_events import GroupEventPublisher
+from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
 from coterie.broker.handlers.api_versions import unsupported_version_answer
+from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
+from coterie.broker.services import ApiRange, Services
+from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.waiters import FetchWaiters
-from coterie.log.errors import InvalidTopicError, StorageError
 from coterie.log.manager import LogManager, TopicInfo
-from coterie.log.names import internal_topic_refusal, is_internal_topic
 from coterie.wire.build import build, field_names
 from coterie.wire.codec import (
     DecodeError,
@@ -98,14 +100,39 @@ def _load_cluster_id(data_dir: Path) -> str:
 
 
 class Broker:
+    """Wires the parts (log, topic admin, group runtime, event publisher) and serves them:
+    handlers see only the `Services` (coterie.broker.services)."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.apis: dict[int, Api] = APIS
         self.waiters = FetchWaiters()
         self.logs: LogManager = LogManager.open(config.data_dir, config.props, self.now_ms())
         self.cluster_id = _load_cluster_id(config.data_dir)
-        self.groups = GroupRuntime(self)
-        self.groups.ensure_topic()
+        self.topics = TopicAdmin(self.logs, self.now_ms)
+        props = {**GROUP_DEFAULTS, **config.props}
+        partitions = int(props["offsets.topic.num.partitions"])
+        if OFFSETS_TOPIC in self.logs.topics:
+            partitions = self.logs.topics[OFFSETS_TOPIC].partitions
+        else:
+            self.topics.create_topic(OFFSETS_TOPIC, partitions, {
+                "cleanup.policy": "compact",
+                "segment.bytes": props["offsets.topic.segment.bytes"],
+            })
+        self.groups = GroupRuntime(
+            OffsetsTopic(self.logs, partitions), self.now_ms,
+            group_settings(config.props, config.consumer_group_config()),
+            retention_check_interval_ms=int(props["offsets.retention.check.interval.ms"]))
+        self.group_events = GroupEventPublisher(self.groups, self.logs, self.topics,
+                                                self.waiters, config.props, self.now_ms)
+        self.group_events.ensure_topic()
+        self.groups.events = self.group_events
+        self.topics.listeners.append(self._topics_changed)
+        self.services = Services(
+            config=config, cluster_id=self.cluster_id, logs=self.logs, topics=self.topics,
+            groups=self.groups, waiters=self.waiters, clock=self.now_ms,
+            apis=tuple(ApiRange(a.key, a.min_version, a.max_version)
+                       for a in sorted(self.apis.values(), key=lambda a: a.key)))
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self._connections: set[asyncio.Task] = set()
@@ -114,41 +141,24 @@ class Broker:
     def now_ms() -> int:
         return time.time_ns() // 1_000_000
 
-    # -- topic operations shared by several handlers ---------------------------------------
-    # Each one tells the group runtime, whose consumer groups re-resolve their regexes and
-    # get a new epoch when topics they subscribe to change. Creation is all-or-nothing
-    # (LogManager): on StorageError nothing was created and nobody is told.
+    # -- topic operations (tests and tools call them on the broker) -------------------------
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
-        try:
-            info = self.logs.create_topic(name, partitions, configs, self.now_ms())
-        except StorageError as e:
-            log.error("%s; nothing was created", e)
-            raise
-        log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
-        self.groups.topics_changed()
-        return info
+        return self.topics.create_topic(name, partitions, configs)
 
     def delete_topic(self, name: str) -> None:
-        """Delete a topic; internal topics are refused (InvalidTopicError): their
-        coordinators hold them open and would lose every group and offset."""
-        if is_internal_topic(name):
-            raise InvalidTopicError(internal_topic_refusal("delete", name))
-        self.logs.delete_topic(name)
-        log.info("deleted topic %s", name)
-        self.groups.topics_changed()
+        self.topics.delete_topic(name)
 
     def create_partitions(self, name: str, total: int) -> None:
-        """Grow a topic; internal topics are refused (InvalidTopicError): a group's partition
-        follows from the partition count, so every group would move."""
-        if is_internal_topic(name):
-            raise InvalidTopicError(internal_topic_refusal("add partitions to", name))
-        try:
-            self.logs.create_partitions(name, total, self.now_ms())
-        except StorageError as e:
-            log.error("%s; nothing was created", e)
-            raise
-        log.info("topic %s now has %d partitions", name, total)
-        self.groups.topics_changed()
+        self.topics.create_partitions(name, total)
+
+    def _topics_changed(self, topics: dict[str, TopicInfo]) -> None:
+        self.groups.topics_changed({info.name: (info.topic_id, info.partitions)
+                                    for info in topics.values()})
+
+    async def load_groups(self) -> None:
+        """Load the groups, then hand them the topics as they are now."""
+        await self.groups.load()
+        self._topics_changed(self.logs.topics)
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -160,7 +170,7 @@ class Broker:
             # Listening on an ephemeral port: advertise the one we actually got.
             self.config.port = self.port
         self._tasks.append(asyncio.create_task(self._housekeeping()))
-        self._tasks.append(asyncio.create_task(self.groups.load()))
+        self._tasks.append(asyncio.create_task(self.load_groups()))
         log.info("coterie listening on %s:%d (node %d, cluster %s, data %s)",
                  self.config.host, self.config.port, self.config.node_id, self.cluster_id,
                  self.config.data_dir)
@@ -278,7 +288,8 @@ class Broker:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s -> %s v%d corr=%d", _who(head, peer), api.name, version,
                       head.correlation_id)
-        ctx = RequestContext(self, api_key, version, head.correlation_id, head.client_id, peer)
+        ctx = RequestContext(self.services, api_key, version, head.correlation_id,
+                             head.client_id, peer)
         try:
             response = api.handler(ctx, request)
         except Exception as e:
@@ -311,7 +322,7 @@ class Broker:
         log.info("%s asked for %s v%d (supported %d-%d)", who, api.name, head.api_version,
                  api.min_version, api.max_version)
         if head.api_key == API_VERSIONS:
-            return encode_response(head.correlation_id, unsupported_version_answer(self))
+            return encode_response(head.correlation_id, unsupported_version_answer(self.services))
         # Answer in the asked version's shape when kio knows it and it has a top-level error
         # code; otherwise there is no way to write a response the client could read.
         try:

@@ -37,6 +37,7 @@ from coterie.wire.consumer_protocol import (
 )
 from tests.integration import member_helpers
 from tests.integration.clients import broker_log_on_failure, create_topics, make_records, produce
+from tests.integration.failing_log import FullDiskSwitch
 from tests.integration.group_clients import (
     GroupMember,
     ThreadedConsumer,
@@ -190,11 +191,8 @@ def test_conversions_that_cannot_be_written_change_nothing(tmp_path: Any) -> Non
     async def scenario() -> None:
         broker = Broker(BrokerConfig.load("127.0.0.1", 0, tmp_path / "d", overrides=SETTINGS))
         runtime = broker.groups
-        append = runtime._append
-
-        def full_disk(index: int, records: Any) -> None:
-            raise OSError(28, "No space left on device")
-
+        shard = runtime.shard_for("g")
+        runtime.log = disk = FullDiskSwitch(runtime.log)
         async def call(result_of: Any) -> Any:
             token, fut = runtime.park()
             return await asyncio.wait_for(runtime.complete(
@@ -206,14 +204,14 @@ def test_conversions_that_cannot_be_written_change_nothing(tmp_path: Any) -> Non
                 rebalance_timeout_ms=30_000, subscribed_topic_names=("t",), owned=(),
             ) if epoch == 0 else ConsumerHeartbeatRequest(
                 group_id="g", member_id=member_id, member_epoch=epoch)
-            return runtime.run("g", runtime.coordinator.consumer_heartbeat(
+            return runtime.run("g", shard.coordinator.consumer_heartbeat(
                 req, broker.now_ms()))
 
         try:
             await runtime.load()
             broker.create_topic("t", 4, {})
             meta = encode_subscription(Subscription(topics=("t",)))
-            joined = await call(lambda token: runtime.coordinator.join_group(ClassicJoin(
+            joined = await call(lambda token: shard.coordinator.join_group(ClassicJoin(
                 group_id="g", member_id="", protocol_type="consumer",
                 protocols=(("range", meta),), session_timeout_ms=10_000,
                 rebalance_timeout_ms=10_000, require_known_member_id=False, token=token),
@@ -221,34 +219,34 @@ def test_conversions_that_cannot_be_written_change_nothing(tmp_path: Any) -> Non
             assert joined.error == ErrorCode.none
             classic_id = joined.member_id
             everything = encode_assignment(Assignment(frozenset(("t", p) for p in range(4))))
-            synced = await call(lambda token: runtime.coordinator.sync_group(ClassicSync(
+            synced = await call(lambda token: shard.coordinator.sync_group(ClassicSync(
                 group_id="g", generation_id=joined.generation_id, member_id=classic_id,
                 assignments=((classic_id, everything),), token=token), broker.now_ms()))
             assert synced.error == ErrorCode.none
-            classic_before = runtime.classic.describe("g")
+            classic_before = shard.classic.describe("g")
 
             nextgen = _member_id()
-            runtime._append = full_disk  # type: ignore[method-assign]
+            disk.full = True
             assert beat(nextgen, 0).error == ErrorCode.coordinator_not_available
-            assert runtime.coordinator.group_type("g") == "classic"
-            assert "g" not in runtime.consumer.groups
-            assert runtime.classic.describe("g") == classic_before
-            runtime._append = append  # type: ignore[method-assign]
+            assert shard.coordinator.group_type("g") == "classic"
+            assert "g" not in shard.consumer.groups
+            assert shard.classic.describe("g") == classic_before
+            disk.full = False
             upgraded = beat(nextgen, 0)
             assert upgraded.error == ErrorCode.none
-            assert runtime.coordinator.group_type("g") == "consumer"
-            assert set(runtime.consumer.groups["g"].members) == {classic_id, nextgen}
+            assert shard.coordinator.group_type("g") == "consumer"
+            assert set(shard.consumer.groups["g"].members) == {classic_id, nextgen}
 
-            consumer_before = runtime.consumer.groups["g"].snapshot()
-            runtime._append = full_disk  # type: ignore[method-assign]
+            consumer_before = shard.consumer.groups["g"].snapshot()
+            disk.full = True
             assert beat(nextgen, -1).error == ErrorCode.coordinator_not_available
-            assert runtime.coordinator.group_type("g") == "consumer"
-            assert "g" not in runtime.classic.groups
-            assert runtime.consumer.groups["g"].snapshot() == consumer_before
-            runtime._append = append  # type: ignore[method-assign]
+            assert shard.coordinator.group_type("g") == "consumer"
+            assert "g" not in shard.classic.groups
+            assert shard.consumer.groups["g"].snapshot() == consumer_before
+            disk.full = False
             assert beat(nextgen, -1).error == ErrorCode.none
-            assert runtime.coordinator.group_type("g") == "classic"
-            assert set(runtime.classic.groups["g"].members) == {classic_id}
+            assert shard.coordinator.group_type("g") == "classic"
+            assert set(shard.classic.groups["g"].members) == {classic_id}
         finally:
             runtime.close()
             broker.logs.close()

@@ -14,22 +14,21 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
+from coterie.broker.services import Services
 from coterie.wire.build import build
 
 
-def _api_list(ctx_broker: Any) -> list[dict[str, int]]:
-    return [
-        {"api_key": api.key, "min_version": api.min_version, "max_version": api.max_version}
-        for api in sorted(ctx_broker.apis.values(), key=lambda a: a.key)
-    ]
+def _api_list(services: Services) -> list[dict[str, int]]:
+    return [{"api_key": api.key, "min_version": api.min_version,
+             "max_version": api.max_version} for api in services.apis]
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    return ctx.respond({"error_code": ErrorCode.none, "api_keys": _api_list(ctx.broker)})
+    return ctx.respond({"error_code": ErrorCode.none, "api_keys": _api_list(ctx.services)})
 
 
-def unsupported_version_answer(broker: Any) -> Any:
+def unsupported_version_answer(services: Services) -> Any:
     """The v0-shaped answer for an ApiVersions request of a version we do not know."""
     return build(ApiVersionsResponseV0, {
-        "error_code": ErrorCode.unsupported_version, "api_keys": _api_list(broker),
+        "error_code": ErrorCode.unsupported_version, "api_keys": _api_list(services),
     })

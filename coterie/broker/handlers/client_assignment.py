@@ -15,8 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import RequestContext
-from coterie.broker.handlers.consumer_groups import ZERO_UUID
+from coterie.broker.context import ZERO_UUID, RequestContext
 from coterie.group.consumer.client_assignment import (
     InstallAssignmentRequest,
     InstallAssignmentResponse,
@@ -46,12 +45,13 @@ def _prepare_answer(ctx: RequestContext, r: PrepareAssignmentResponse) -> Any:
 
 
 def prepare_assignment(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     if not runtime.loaded:
         return _prepare_answer(ctx, PrepareAssignmentResponse(LOADING))
     req = PrepareAssignmentRequest(request.group_id, request.member_id,
                                    int(request.member_epoch))
-    result = runtime.coordinator.prepare_assignment(req, ctx.broker.now_ms())
+    result = runtime.shard_for(request.group_id).coordinator.prepare_assignment(
+        req, ctx.services.now_ms())
     return _prepare_answer(ctx, runtime.run(request.group_id, result))
 
 
@@ -60,7 +60,7 @@ def _install_answer(ctx: RequestContext, r: InstallAssignmentResponse) -> Any:
 
 
 def install_assignment(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     if not runtime.loaded:
         return _install_answer(ctx, InstallAssignmentResponse(LOADING))
     req = InstallAssignmentRequest(
@@ -70,5 +70,6 @@ def install_assignment(ctx: RequestContext, request: Any) -> Any:
         members=tuple(InstalledMember(m.member_id, tuple(
             TopicPartitions(t.topic_id or ZERO_UUID, tuple(int(p) for p in t.partitions))
             for t in m.partitions)) for m in request.members))
-    result = runtime.coordinator.install_assignment(req, ctx.broker.now_ms())
+    result = runtime.shard_for(request.group_id).coordinator.install_assignment(
+        req, ctx.services.now_ms())
     return _install_answer(ctx, runtime.run(request.group_id, result))

@@ -12,13 +12,11 @@ broker's own stable ids (`TopicInfo.topic_id`), which the consumer core also lea
 from __future__ import annotations
 
 import datetime
-import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import RequestContext
-from coterie.broker.handlers.groups import client_host, millis
+from coterie.broker.context import ZERO_UUID, RequestContext, millis
 from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
@@ -30,7 +28,6 @@ from coterie.group.consumer.messages import (
 from coterie.wire.codec import encode_body_once
 
 LOADING = ErrorCode.coordinator_load_in_progress
-ZERO_UUID = uuid.UUID(int=0)
 _UNCHANGED = datetime.timedelta(milliseconds=-1)  # RebalanceTimeoutMs -1: "unchanged"
 
 
@@ -76,19 +73,19 @@ def _build_answer(ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
 
 
 def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     if not runtime.loaded:
         return _heartbeat_answer(ctx, ConsumerHeartbeatResponse(LOADING))
-    now = ctx.broker.now_ms()
+    now = ctx.services.now_ms()
     if (request.member_epoch > 0 and request.topic_partitions is None
             and request.subscribed_topic_names is None and request.instance_id is None
             and request.rack_id is None and request.server_assignor is None
             and request.rebalance_timeout == _UNCHANGED
             and getattr(request, "subscribed_topic_regex", None) is None):
         # A heartbeat that sets no field: most likely a settled member's (the core decides).
-        settled = runtime.coordinator.consumer_settled_heartbeat(
+        settled = runtime.shard_for(request.group_id).coordinator.consumer_settled_heartbeat(
             request.group_id, request.member_id, request.member_epoch, ctx.client_id or "",
-            client_host(ctx), now)
+            ctx.client_host, now)
         if settled is not None:
             return _heartbeat_answer(ctx, runtime.run(request.group_id, settled))
     names = request.subscribed_topic_names
@@ -100,9 +97,9 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
         server_assignor=request.server_assignor,
         owned=_owned(request.topic_partitions), version=ctx.api_version,
-        client_id=ctx.client_id or "", client_host=client_host(ctx),
+        client_id=ctx.client_id or "", client_host=ctx.client_host,
     )
-    result = runtime.coordinator.consumer_heartbeat(req, now)
+    result = runtime.shard_for(request.group_id).coordinator.consumer_heartbeat(req, now)
     return _heartbeat_answer(ctx, runtime.run(request.group_id, result))
 
 
@@ -135,20 +132,11 @@ def _group(d: DescribedConsumerGroup) -> dict[str, Any]:
 
 
 def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     groups = []
     for group_id in request.group_ids:
         if not runtime.loaded:
             groups.append(_group(DescribedConsumerGroup(LOADING, group_id)))
-        elif not group_id:
-            groups.append(_group(DescribedConsumerGroup(ErrorCode.invalid_group_id, group_id)))
-        elif group_id not in runtime.consumer.groups and (
-                group_id in runtime.classic.groups or runtime.offsets.has_offsets(group_id)):
-            # A classic group, or one that only has committed offsets (Kafka keeps such a
-            # group as an empty classic one).
-            groups.append(_group(DescribedConsumerGroup(
-                ErrorCode.group_id_not_found, group_id,
-                f"Group {group_id} is not a consumer group.")))
         else:
-            groups.append(_group(runtime.consumer.describe([group_id])[0]))
+            groups.append(_group(runtime.shard_for(group_id).describe_consumer_group(group_id)))
     return ctx.respond({"groups": groups})

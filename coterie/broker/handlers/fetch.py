@@ -9,7 +9,7 @@ tells clients to keep sending full fetch requests. That is allowed by the protoc
 single broker free of per-client session state.
 
 Long poll: if fewer than `min_bytes` are available and `max_wait` has not passed, the request
-parks on the partitions it reads (broker.waiters) and is woken by the next append to any of
+parks on the partitions it reads (services.waiters) and is woken by the next append to any of
 them, or by its deadline.
 
 Speed: a response is first planned (which byte range of which segment each partition
@@ -33,8 +33,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import RequestContext
-from coterie.broker.handlers.metadata import LEADER_EPOCH
+from coterie.broker.context import LEADER_EPOCH, RequestContext
 from coterie.log.segment import Segment
 from coterie.wire.codec import FileRange, RawResponse, response_header_room
 
@@ -47,7 +46,7 @@ def _resolve(ctx: RequestContext, topic: Any) -> tuple[str | None, Any, ErrorCod
     v13+ names topics by id. An id no topic has, the zero id included (kio reads it as None),
     is UNKNOWN_TOPIC_ID on each of its partitions, as Kafka answers; the id is echoed as sent.
     """
-    logs = ctx.broker.logs
+    logs = ctx.services.logs
     if ctx.api_version >= 13:
         info = logs.topic_by_id(topic.topic_id) if topic.topic_id is not None else None
         if info is None:
@@ -84,7 +83,7 @@ def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part
     batch. (Kafka fills the rest of a limit with the bytes of a partial batch, which clients
     drop; coterie stops at the last whole batch.)
     """
-    logs = ctx.broker.logs
+    logs = ctx.services.logs
     budget = max(request.max_bytes, 0) if ctx.api_version >= 3 else 0x7FFFFFFF
     min_one = True  # until a partition has returned data (Kafka's minOneMessage)
     total = 0
@@ -255,6 +254,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or not keys or remaining <= 0:
             break
-        await ctx.broker.waiters.wait(keys, remaining)
+        await ctx.services.waiters.wait(keys, remaining)
     # No await between the last plan and this: the planned byte ranges are still current.
     return _encode(ctx, topics)

@@ -1,16 +1,13 @@
 """Classic group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 DescribeGroups, ListGroups, DeleteGroups.
 
-Each handler translates the wire version into the core's version-free message, runs the core,
-lets the runtime persist and schedule, and translates the answer back. This one broker is
-the coordinator of every group.
-
-Classic and KIP-848 consumer groups share one namespace: JoinGroup, SyncGroup, Heartbeat and
-LeaveGroup go through the mixed-groups facade `GroupCoordinator` (a classic member of a
-consumer group is served by the consumer core; an empty group of the other type gives way);
-ListGroups lists both kinds with their type; DescribeGroups
-describes classic groups only and, as Kafka 4.x, answers a consumer group as Dead (v0-v5) or
-GROUP_ID_NOT_FOUND "not a classic group" (v6); DeleteGroups deletes either kind.
+Each handler translates the wire version into the shard's version-free values, runs the
+shard of the group's `__consumer_offsets` partition (`GroupRuntime.shard_for`), lets the
+runtime persist and schedule, and translates the answer back. Every rule is the shard's
+(`coterie.group.shard`, the mixed-groups router `coterie.group.mixed.coordinator`): which
+group type serves a request, what DescribeGroups says of a consumer group or an id with only
+offsets, what ListGroups lists, what DeleteGroups may delete. This one broker is the
+coordinator of every group.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import RequestContext
+from coterie.broker.context import RequestContext, millis
 from coterie.group.classic.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -33,18 +30,8 @@ from coterie.group.classic.messages import (
 LOADING = ErrorCode.coordinator_load_in_progress
 
 
-def millis(value: Any) -> int:
-    """A kio timedelta field as whole milliseconds (-1 stays -1)."""
-    return round(value.total_seconds() * 1000)
-
-
-def client_host(ctx: RequestContext) -> str:
-    """The client address as Kafka reports it in group descriptions ("/127.0.0.1")."""
-    return "/" + ctx.peer.rsplit(":", 1)[0]
-
-
 def find_coordinator(ctx: RequestContext, request: Any) -> Any:
-    cfg = ctx.broker.config
+    cfg = ctx.services.config
     key_type = getattr(request, "key_type", 0)
     keys = list(request.coordinator_keys) if ctx.api_version >= 4 else [request.key]
     entries = []
@@ -74,7 +61,7 @@ def _join_answer(ctx: RequestContext, r: JoinGroupResponse) -> Any:
 
 
 async def join_group(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     if not runtime.loaded:
         return _join_answer(ctx, JoinGroupResponse(LOADING, member_id=request.member_id))
     session = millis(request.session_timeout)
@@ -89,11 +76,12 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
         rebalance_timeout_ms=rebalance if rebalance > 0 else session,
         group_instance_id=getattr(request, "group_instance_id", None),
         require_known_member_id=ctx.api_version >= 4,
-        client_id=ctx.client_id or "", client_host=client_host(ctx),
+        client_id=ctx.client_id or "", client_host=ctx.client_host,
         reason=getattr(request, "reason", None), token=token,
         supports_skip_assignment=ctx.api_version >= 9,
     )
-    result = runtime.coordinator.join_group(core, ctx.broker.now_ms())
+    result = runtime.shard_for(request.group_id).coordinator.join_group(
+        core, ctx.services.now_ms())
     return _join_answer(ctx, await runtime.complete(request.group_id, result, token, fut))
 
 
@@ -103,7 +91,7 @@ def _sync_answer(ctx: RequestContext, r: SyncGroupResponse) -> Any:
 
 
 async def sync_group(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     if not runtime.loaded:
         return _sync_answer(ctx, SyncGroupResponse(LOADING))
     token, fut = runtime.park()
@@ -115,22 +103,23 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None), token=token,
     )
-    result = runtime.coordinator.sync_group(core, ctx.broker.now_ms())
+    result = runtime.shard_for(request.group_id).coordinator.sync_group(
+        core, ctx.services.now_ms())
     return _sync_answer(ctx, await runtime.complete(request.group_id, result, token, fut))
 
 
 def heartbeat(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     if not runtime.loaded:
         return ctx.respond({"error_code": LOADING})
-    result = runtime.coordinator.heartbeat(HeartbeatRequest(
+    result = runtime.shard_for(request.group_id).coordinator.heartbeat(HeartbeatRequest(
         request.group_id, request.generation_id, request.member_id,
-        getattr(request, "group_instance_id", None)), ctx.broker.now_ms())
+        getattr(request, "group_instance_id", None)), ctx.services.now_ms())
     return ctx.respond({"error_code": runtime.run(request.group_id, result)})
 
 
 def leave_group(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     if ctx.api_version >= 3:
         members = tuple(LeavingMember(m.member_id, m.group_instance_id,
                                       getattr(m, "reason", None)) for m in request.members)
@@ -138,8 +127,8 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
         members = (LeavingMember(request.member_id),)
     if not runtime.loaded:
         return ctx.respond({"error_code": LOADING})
-    result = runtime.coordinator.leave_group(LeaveGroupRequest(request.group_id, members),
-                                             ctx.broker.now_ms())
+    result = runtime.shard_for(request.group_id).coordinator.leave_group(
+        LeaveGroupRequest(request.group_id, members), ctx.services.now_ms())
     answer = runtime.run(request.group_id, result)
     if ctx.api_version < 3:
         return ctx.respond({"error_code": answer.members[0][1] if answer.members else
@@ -150,35 +139,17 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
 
 
 def describe_groups(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
-    v6 = ctx.api_version >= 6
+    runtime = ctx.services.groups
     groups = []
     for group_id in request.groups:
         if not runtime.loaded:
             groups.append({"error_code": LOADING, "group_id": group_id})
             continue
-        if not group_id:
-            groups.append({"error_code": ErrorCode.invalid_group_id, "group_id": group_id})
-            continue
-        if group_id in runtime.consumer.groups:
-            # Kafka 4.x describes only classic groups here (ConsumerGroupDescribe does the
-            # rest); before v6 a consumer group simply looks Dead.
-            groups.append({"error_code": ErrorCode.group_id_not_found if v6 else ErrorCode.none,
-                           "error_message": f"Group {group_id} is not a classic group."
-                           if v6 else None, "group_id": group_id, "group_state": "Dead"})
-            continue
-        d = runtime.classic.describe(group_id)
-        state = d.state
-        if state == "Dead" and runtime.offsets.has_offsets(group_id):
-            state = "Empty"  # a group that only has committed offsets
-        if state == "Dead" and v6:
-            groups.append({"error_code": ErrorCode.group_id_not_found,
-                           "error_message": f"Group {group_id} not found.",
-                           "group_id": group_id, "group_state": "Dead"})
-            continue
+        d = runtime.shard_for(group_id).describe_group(group_id, ctx.api_version)
         groups.append({
-            "error_code": d.error, "group_id": group_id, "group_state": state,
-            "protocol_type": d.protocol_type, "protocol_data": d.protocol,
+            "error_code": d.error, "error_message": d.error_message, "group_id": group_id,
+            "group_state": d.state, "protocol_type": d.protocol_type,
+            "protocol_data": d.protocol,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                          "client_id": m.client_id, "client_host": m.client_host,
                          "member_metadata": m.metadata, "member_assignment": m.assignment}
@@ -188,41 +159,25 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 def list_groups(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     if not runtime.loaded:
         return ctx.respond({"error_code": LOADING, "groups": []})
-    entries = [{"group_id": g.group_id, "protocol_type": g.protocol_type,
-                "group_state": g.state, "group_type": g.group_type}
-               for g in runtime.classic.list_groups()]
-    entries += [{"group_id": g.group_id, "protocol_type": g.protocol_type,
-                 "group_state": g.group_state, "group_type": g.group_type}
-                for g in runtime.consumer.list_groups()]
-    listed = {e["group_id"] for e in entries}
-    for group_id in runtime.offsets.groups() - listed:
-        entries.append({"group_id": group_id, "protocol_type": "", "group_state": "Empty",
-                        "group_type": "classic"})
-    states = {s.strip().lower() for s in getattr(request, "states_filter", ()) or ()}
-    types = {t.strip().lower() for t in getattr(request, "types_filter", ()) or ()}
-    entries = [e for e in entries
-               if (not states or e["group_state"].lower() in states)
-               and (not types or e["group_type"] in types)]
-    return ctx.respond({"error_code": ErrorCode.none, "groups": entries})
+    states = tuple(getattr(request, "states_filter", ()) or ())
+    types = tuple(getattr(request, "types_filter", ()) or ())
+    return ctx.respond({"error_code": ErrorCode.none, "groups": [
+        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+         "group_type": g.group_type}
+        for shard in runtime.shards for g in shard.list_groups(states, types)]})
 
 
 def delete_groups(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.broker.groups
+    runtime = ctx.services.groups
     results = []
-    now = ctx.broker.now_ms()
     for group_id in request.groups_names:
         if not runtime.loaded:
             results.append({"group_id": group_id, "error_code": LOADING})
             continue
-        code, records = runtime.coordinator.delete_group(group_id, now)
-        if code == ErrorCode.group_id_not_found and runtime.offsets.has_offsets(group_id):
-            code = ErrorCode.none
-        if code == ErrorCode.none:
-            records = records + runtime.offsets.delete_group(group_id)
-            if records:
-                runtime.persist(group_id, records)
+        shard = runtime.shard_for(group_id)
+        code = runtime.run(group_id, shard.delete_group(group_id, ctx.services.now_ms()))
         results.append({"group_id": group_id, "error_code": code})
     return ctx.respond({"results": results})

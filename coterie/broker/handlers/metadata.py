@@ -19,15 +19,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import RequestContext
+from coterie.broker.context import LEADER_EPOCH, RequestContext
 from coterie.log.errors import LogError
 from coterie.log.names import is_internal_topic, validate_topic_name
 
-LEADER_EPOCH = 0
-
 
 def topic_entry(ctx: RequestContext, info: Any) -> dict[str, Any]:
-    node = ctx.broker.config.node_id
+    node = ctx.services.config.node_id
     return {
         "error_code": ErrorCode.none,
         "name": info.name,
@@ -43,8 +41,8 @@ def topic_entry(ctx: RequestContext, info: Any) -> dict[str, Any]:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    logs = broker.logs
+    services = ctx.services
+    logs = services.logs
     version = ctx.api_version
     requested = request.topics
     if requested is None or (version == 0 and not requested):
@@ -69,22 +67,22 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     topics.append({"error_code": ErrorCode.invalid_topic_exception, "name": name})
                     continue
                 internal = is_internal_topic(name)
-                if internal or not (allow_auto and broker.config.auto_create_topics):
+                if internal or not (allow_auto and services.config.auto_create_topics):
                     topics.append({"error_code": ErrorCode.unknown_topic_or_partition,
                                    "name": name, "is_internal": internal})
                     continue
                 try:
-                    info = broker.create_topic(name, broker.config.num_partitions, {})
+                    info = services.topics.create_topic(name, services.config.num_partitions, {})
                 except (LogError, OSError):
                     # Logged by the broker; nothing was created.
                     topics.append({"error_code": ErrorCode.kafka_storage_error, "name": name})
                     continue
             topics.append(topic_entry(ctx, info))
-    cfg = broker.config
+    cfg = services.config
     return ctx.respond({
         "brokers": [{"node_id": cfg.node_id, "host": cfg.advertised_host,
                      "port": cfg.advertised_port}],
-        "cluster_id": broker.cluster_id,
+        "cluster_id": services.cluster_id,
         "controller_id": cfg.node_id,
         "topics": topics,
     })

@@ -18,8 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import RequestContext
-from coterie.broker.handlers.metadata import LEADER_EPOCH
+from coterie.broker.context import LEADER_EPOCH, RequestContext
 
 LATEST = -1
 EARLIEST = -2
@@ -60,7 +59,7 @@ def _list_one(part: Any, timestamp: int) -> dict[str, Any]:
 
 
 def list_offsets(ctx: RequestContext, request: Any) -> Any:
-    logs = ctx.broker.logs
+    logs = ctx.services.logs
     version = ctx.api_version
     topics = []
     for t in request.topics or ():
@@ -84,7 +83,7 @@ def list_offsets(ctx: RequestContext, request: Any) -> Any:
 
 
 def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
-    logs = ctx.broker.logs
+    logs = ctx.services.logs
     topics = []
     for t in request.topics or ():
         parts = []

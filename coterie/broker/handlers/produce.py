@@ -12,16 +12,15 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import RequestContext
-from coterie.broker.handlers.metadata import LEADER_EPOCH
+from coterie.broker.context import LEADER_EPOCH, RequestContext
 from coterie.log.errors import CorruptRecordError, RecordTooLargeError
 
 log = logging.getLogger("coterie.produce")
 
 
 def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any) -> dict:
-    broker = ctx.broker
-    part = broker.logs.partition(topic, index)
+    services = ctx.services
+    part = services.logs.partition(topic, index)
     if part is None:
         return {"index": index, "error_code": ErrorCode.unknown_topic_or_partition,
                 "base_offset": -1, "log_start_offset": -1}
@@ -30,7 +29,7 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
                 "log_start_offset": part.log_start_offset,
                 "error_message": "produce request carries no record batches"}
     try:
-        info = part.append(records, LEADER_EPOCH, broker.now_ms())
+        info = part.append(records, LEADER_EPOCH, services.now_ms())
     except CorruptRecordError as e:
         log.warning("rejected batch from %s for %s-%d: %s", ctx.who, topic, index, e)
         return {"index": index, "error_code": ErrorCode.corrupt_message, "base_offset": -1,
@@ -38,7 +37,7 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
     except RecordTooLargeError as e:
         return {"index": index, "error_code": ErrorCode.message_too_large, "base_offset": -1,
                 "log_start_offset": part.log_start_offset, "error_message": str(e)}
-    broker.waiters.notify(topic, index)
+    services.waiters.notify(topic, index)
     return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,
             "log_append_time": info.log_append_time_ms,
             "log_start_offset": part.log_start_offset}

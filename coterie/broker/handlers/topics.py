@@ -67,7 +67,7 @@ def _within_partition_cap(ctx: RequestContext, accepted: list[tuple[Any, dict[st
     would create more than `max.partitions.per.request`, nothing: each of them is then
     answered POLICY_VIOLATION before anything is written."""
     requested = sum(partitions for _, _, partitions in accepted)
-    limit = ctx.broker.config.max_partitions_per_request
+    limit = ctx.services.config.max_partitions_per_request
     if requested <= limit:
         return accepted
     message = (f"This request would create {requested} partitions, more than "
@@ -78,13 +78,13 @@ def _within_partition_cap(ctx: RequestContext, accepted: list[tuple[Any, dict[st
 
 
 def _check_new_topic(ctx: RequestContext, t: Any) -> tuple[ErrorCode, str | None, int]:
-    broker = ctx.broker
+    services = ctx.services
     problem = validate_topic_name(t.name)
     if problem is not None:
         return ErrorCode.invalid_topic_exception, problem, -1
-    if t.name in broker.logs.topics:
+    if t.name in services.logs.topics:
         return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
-    node = broker.config.node_id
+    node = services.config.node_id
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
             return (ErrorCode.invalid_request,
@@ -95,7 +95,7 @@ def _check_new_topic(ctx: RequestContext, t: Any) -> tuple[ErrorCode, str | None
                     f"Replica assignments may only name broker {node}.", -1)
         partitions = len(t.assignments)
     else:
-        partitions = broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+        partitions = services.config.num_partitions if t.num_partitions == -1 else t.num_partitions
         if partitions <= 0:
             return (ErrorCode.invalid_partitions,
                     "Number of partitions must be larger than 0.", -1)
@@ -110,7 +110,7 @@ def _check_new_topic(ctx: RequestContext, t: Any) -> tuple[ErrorCode, str | None
 
 
 def create_topics(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     names = Counter(t.name for t in request.topics)
     results = []
     accepted: list[tuple[Any, dict[str, Any], int]] = []  # (topic, its entry, partitions)
@@ -137,7 +137,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
             continue
         configs = {c.name: c.value for c in t.configs}
         try:
-            info = broker.create_topic(t.name, partitions, configs)
+            info = services.topics.create_topic(t.name, partitions, configs)
         except (LogError, OSError) as e:
             entry.update(error_code=error_code_for(e), error_message=str(e),
                          num_partitions=-1, replication_factor=-1)
@@ -147,8 +147,8 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
 
 
 def delete_topics(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    logs = broker.logs
+    services = ctx.services
+    logs = services.logs
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -168,7 +168,7 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
                          error_message=internal_topic_refusal("delete", info.name))
         else:
             try:
-                broker.delete_topic(info.name)
+                services.topics.delete_topic(info.name)
             except (LogError, OSError) as e:
                 entry.update(error_code=error_code_for(e), error_message=str(e))
         results.append(entry)
@@ -176,8 +176,8 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
 
 
 def create_partitions(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    logs = broker.logs
+    services = ctx.services
+    logs = services.logs
     results = []
     accepted: list[tuple[Any, dict[str, Any], int]] = []  # (topic, its entry, new partitions)
     for t in request.topics:
@@ -209,7 +209,7 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
         if request.validate_only:
             continue
         try:
-            broker.create_partitions(t.name, t.count)
+            services.topics.create_partitions(t.name, t.count)
         except (LogError, OSError) as e:
             entry.update(error_code=error_code_for(e), error_message=str(e))
     return ctx.respond({"results": results})

@@ -175,7 +175,7 @@ class ClassicCoordinator:
             result.timers.append(
                 TimerOp(TimerKey(TimerKind.PENDING, group.group_id, member_id), None))
             return result
-        fenced = self._fenced(group, member_id, req.group_instance_id)
+        fenced = group.fenced(member_id, req.group_instance_id)
         if fenced is not None:
             return Result(JoinGroupResponse(fenced, member_id=member_id))
         member = group.members[member_id]
@@ -245,16 +245,6 @@ class ClassicCoordinator:
         self._park_join(group, member, req, result)
         result.merge(self._prepare_rebalance(group, now_ms, "static member rejoined"))
         return result
-
-    def _fenced(self, group: ClassicGroup, member_id: str,
-                instance_id: str | None) -> ErrorCode | None:
-        if instance_id is not None:
-            known = group.static_members.get(instance_id)
-            if known is not None and known != member_id:
-                return ErrorCode.fenced_instance_id
-        if member_id not in group.members:
-            return ErrorCode.unknown_member_id
-        return None
 
     def _add_member_and_rebalance(self, group: ClassicGroup, req: JoinGroupRequest,
                                   member_id: str, now_ms: int) -> Result:
@@ -399,7 +389,7 @@ class ClassicCoordinator:
         group = self.groups.get(req.group_id)
         if group is None or group.is_(S.DEAD):
             return Result(SyncGroupResponse(ErrorCode.unknown_member_id))
-        fenced = self._fenced(group, req.member_id, req.group_instance_id)
+        fenced = group.fenced(req.member_id, req.group_instance_id)
         if fenced is not None:
             return Result(SyncGroupResponse(fenced))
         if req.generation_id != group.generation:
@@ -480,7 +470,7 @@ class ClassicCoordinator:
         group = self.groups.get(req.group_id)
         if group is None or group.is_(S.DEAD):
             return Result(ErrorCode.unknown_member_id)
-        fenced = self._fenced(group, req.member_id, req.group_instance_id)
+        fenced = group.fenced(req.member_id, req.group_instance_id)
         if fenced is not None:
             return Result(fenced)
         if group.is_(S.EMPTY):
@@ -674,37 +664,3 @@ class ClassicCoordinator:
         if rebalance and group.is_(S.STABLE, S.COMPLETING_REBALANCE):
             result.merge(self._prepare_rebalance(group, now_ms, why))
         return result
-
-    # == helpers for offsets =================================================================
-    def validate_commit(self, group_id: str, member_id: str, generation: int,
-                        instance_id: str | None) -> ErrorCode | None:
-        """OffsetCommit fencing for classic groups; None means "commit allowed".
-
-        A negative generation is a commit from outside group management (an admin tool, or
-        a consumer that only uses assign()): Kafka accepts it into an unknown or empty group
-        whatever member id it carries, since librdkafka sends its own member id with
-        generation -1 in that case. Into a group with members it is UNKNOWN_MEMBER_ID."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.illegal_generation if generation >= 0 else None
-        if group.is_(S.DEAD):
-            return ErrorCode.coordinator_not_available
-        if generation < 0 and group.is_(S.EMPTY):
-            return None
-        if generation >= 0 or member_id or instance_id is not None:
-            fenced = self._fenced(group, member_id, instance_id)
-            if fenced is not None:
-                return fenced
-            if generation != group.generation:
-                return ErrorCode.illegal_generation
-        else:
-            return ErrorCode.unknown_member_id
-        if group.is_(S.COMPLETING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        return None
-
-    def empty_since(self) -> dict[str, int | None]:
-        """For offset expiry: when each group became empty (None while it has members)."""
-        return {gid: (g.state_timestamp_ms if g.is_(S.EMPTY) else None)
-                for gid, g in self.groups.items()}
-

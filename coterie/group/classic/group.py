@@ -26,7 +26,11 @@ import enum
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
+
+from coterie.group.group import ListedGroup, Refusal
 from coterie.group.records.classic import GroupMetadataValue, MemberMetadata
+from coterie.wire.consumer_protocol import PROTOCOL_TYPE, subscribed_topics
 
 
 class ClassicState(enum.Enum):
@@ -109,6 +113,74 @@ class ClassicGroup:
 
     def is_(self, *states: ClassicState) -> bool:
         return self.state in states
+
+    # -- the Group protocol (coterie.group.group): rules the shard applies to any group ------
+    group_type = "classic"
+
+    def has_members(self) -> bool:
+        return bool(self.members)
+
+    def listing(self) -> ListedGroup | None:
+        if self.is_(ClassicState.DEAD):
+            return None
+        return ListedGroup(self.group_id, self.protocol_type or "", self.state.value, "classic")
+
+    def fenced(self, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """A request naming a member that is not (or no longer) this one: a static member
+        replaced by a newer instance is FENCED_INSTANCE_ID, an unknown id UNKNOWN_MEMBER_ID."""
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is not None and known != member_id:
+                return ErrorCode.fenced_instance_id
+        if member_id not in self.members:
+            return ErrorCode.unknown_member_id
+        return None
+
+    def commit_refusal(self, member_id: str, epoch: int, instance_id: str | None,
+                       version: int) -> Refusal | None:
+        """OffsetCommit fencing by generation and member id (Kafka 4.2).
+
+        A negative generation is a commit from outside group management (an admin tool, or
+        a consumer that only uses assign()): Kafka accepts it into an empty group whatever
+        member id it carries, since librdkafka sends its own member id with generation -1 in
+        that case. Into a group with members it is UNKNOWN_MEMBER_ID."""
+        code = self._commit_code(member_id, epoch, instance_id)
+        return None if code is None else Refusal(code, code.name)
+
+    def _commit_code(self, member_id: str, generation: int,
+                     instance_id: str | None) -> ErrorCode | None:
+        if self.is_(ClassicState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if generation < 0 and self.is_(ClassicState.EMPTY):
+            return None
+        if generation < 0 and not member_id and instance_id is None:
+            return ErrorCode.unknown_member_id
+        fenced = self.fenced(member_id, instance_id)
+        if fenced is not None:
+            return fenced
+        if generation != self.generation:
+            return ErrorCode.illegal_generation
+        if self.is_(ClassicState.COMPLETING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return None
+
+    def fetch_refusal(self, member_id: str | None, epoch: int) -> Refusal | None:
+        """Kafka does not fence a classic group's OffsetFetch."""
+        return None
+
+    def subscribed_topics(self) -> set[str]:
+        """The topics in the members' embedded consumer-protocol subscriptions; none for a
+        group of another protocol type (Connect's, say) or without members."""
+        if not self.members or self.protocol_type != PROTOCOL_TYPE:
+            return set()
+        topics: set[str] = set()
+        for m in self.members.values():
+            topics |= subscribed_topics(m.metadata_for(self.protocol))
+        return topics
+
+    def offsets_expire_from(self) -> int | None:
+        """Retention runs from the moment the group became empty (Kafka's rule)."""
+        return self.state_timestamp_ms if self.is_(ClassicState.EMPTY) else None
 
     # -- membership --------------------------------------------------------------------------
     def add(self, member: ClassicMember) -> None:

@@ -124,6 +124,7 @@ class DescribedGroup:
     protocol_type: str
     protocol: str
     members: tuple[DescribedMember, ...] = ()
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

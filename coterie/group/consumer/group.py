@@ -36,7 +36,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from coterie.group.consumer.member import LEAVE_EPOCH, ConsumerMember
+from coterie.group.group import ListedGroup, Refusal
 from coterie.group.records.consumer import (
     NO_PARTITIONS,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -95,6 +98,49 @@ class ConsumerGroup:
         self._regex_refs: Counter[str] = Counter()
         self._assignor_refs: Counter[str] = Counter()
         self._classic_members = 0
+
+    # == the Group protocol (coterie.group.group): rules the shard applies to any group ======
+    group_type = "consumer"
+
+    def has_members(self) -> bool:
+        return bool(self.members)
+
+    def listing(self) -> ListedGroup | None:
+        return ListedGroup(self.group_id, "consumer", self.state().value, "consumer")
+
+    def commit_refusal(self, member_id: str, epoch: int, instance_id: str | None,
+                       version: int) -> Refusal | None:
+        """OffsetCommit into a consumer group (Kafka 4.2): a negative epoch into an empty
+        group is an admin tool's or an assign()-only consumer's; otherwise the member must
+        exist, use OffsetCommit v9+ unless it speaks the classic protocol, and name its
+        current epoch (its generation, for a classic member)."""
+        if epoch < 0 and not self.members:
+            return None
+        member = self.members.get(member_id)
+        if member is None:
+            return Refusal(ErrorCode.unknown_member_id,
+                           f"Member {member_id} is not a member of group {self.group_id}.")
+        if not member.uses_classic_protocol and version < 9:
+            return Refusal(ErrorCode.unsupported_version,
+                           "OffsetCommit version 9 or above must be used by members using "
+                           "the modern group protocol")
+        return _epoch_refusal(epoch, member.member_epoch, member.uses_classic_protocol)
+
+    def fetch_refusal(self, member_id: str | None, epoch: int) -> Refusal | None:
+        """OffsetFetch v9+ by one of the group's members: the member must exist and name its
+        current epoch (its generation, for a classic member)."""
+        if member_id is None and epoch < 0:
+            return None
+        member = self.members.get(member_id or "")
+        if member is None:
+            return Refusal(ErrorCode.unknown_member_id,
+                           f"Member {member_id} is not a member of group {self.group_id}.")
+        return _epoch_refusal(epoch, member.member_epoch, member.uses_classic_protocol)
+
+    def offsets_expire_from(self) -> int | None:
+        """A group with members keeps its offsets; an empty one's expire by commit time
+        (Kafka's consumer groups do not track when they became empty)."""
+        return None if self.members else -1
 
     # == derived views =======================================================================
     def state(self) -> ConsumerGroupState:
@@ -326,3 +372,15 @@ class ConsumerGroup:
                 raise ReplayError(f"{self.group_id}: {member.member_id} cannot take {tp}, "
                                   f"another member holds it at epoch {held}")
             epochs[tp] = member.member_epoch
+
+
+def _epoch_refusal(received: int, expected: int, classic_member: bool) -> Refusal | None:
+    if received == expected:
+        return None
+    if classic_member:
+        return Refusal(ErrorCode.illegal_generation,
+                       f"The received generation id {received} does not match the expected "
+                       f"member epoch {expected}.")
+    return Refusal(ErrorCode.stale_member_epoch,
+                   f"The received member epoch {received} does not match the expected member "
+                   f"epoch {expected}.")

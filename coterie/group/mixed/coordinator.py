@@ -33,7 +33,6 @@ Routing:
   classic protocol, the policy allows downgrades and they fit in group.max.size, the group
   becomes a classic group (`downgrade_records`); unless it was STABLE (everyone at the
   target), a rebalance starts at once.
-- OffsetCommit / OffsetFetch validation, by group type (Kafka 4.2's rules).
 - ConsumerGroupPrepareAssignment / ConsumerGroupInstallAssignment (coterie extensions for
   client-side assignors, `consumer/client_assignment.py`): the consumer core; an id held
   by a classic group is GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
@@ -47,8 +46,7 @@ the classic members of consumer groups'.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -72,6 +70,7 @@ from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.group import ConsumerGroupState
 from coterie.group.consumer.member import JOIN_EPOCH
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from coterie.group.group import Group
 from coterie.group.mixed.classic_members import ClassicMembers
 from coterie.group.mixed.conversion import (
     ConversionRefused,
@@ -86,21 +85,13 @@ from coterie.group.records.consumer import (
 from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicInfo
-from coterie.wire.consumer_protocol import PROTOCOL_TYPE, subscribed_topics
+from coterie.wire.consumer_protocol import PROTOCOL_TYPE
 
 UPGRADE_POLICIES = frozenset({"bidirectional", "upgrade"})
 DOWNGRADE_POLICIES = frozenset({"bidirectional", "downgrade"})
 CONSUMER_TIMERS = frozenset({TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION,
                              TimerKind.CONSUMER_CLIENT_ASSIGNMENT, TimerKind.CONSUMER_REGEX})
 CLASSIC_MEMBER_TIMERS = frozenset({TimerKind.CONSUMER_JOIN, TimerKind.CONSUMER_SYNC})
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """An offsets request refused for the whole group: the code and Kafka's message."""
-
-    code: ErrorCode
-    message: str
 
 
 class GroupCoordinator:
@@ -114,6 +105,16 @@ class GroupCoordinator:
     @property
     def migration_policy(self) -> str:
         return self.consumer.config.migration_policy
+
+    def group(self, group_id: str) -> Group | None:
+        """The group holding `group_id`, of either type."""
+        group: Group | None = self.consumer.groups.get(group_id)
+        return group if group is not None else self.classic.groups.get(group_id)
+
+    def groups(self) -> Iterator[Group]:
+        """Every group, classic ones first."""
+        yield from self.classic.groups.values()
+        yield from self.consumer.groups.values()
 
     def group_type(self, group_id: str) -> str | None:
         """"consumer", "classic", or None for an id no group holds."""
@@ -308,78 +309,7 @@ class GroupCoordinator:
             return self.consumer.delete_group(group_id)
         return self.classic.delete_group(group_id, now_ms)
 
-    def empty_since(self) -> dict[str, int | None]:
-        """For offset expiry: classic groups as the classic core says; consumer groups with
-        members keep their offsets (None); empty consumer groups are left out, so their
-        offsets expire by commit time, as Kafka's consumer groups do."""
-        out = self.classic.empty_since()
-        for gid, group in self.consumer.groups.items():
-            if group.members:
-                out[gid] = None
-        return out
-
-    def subscribed_topics(self, group_id: str) -> set[str]:
-        """Topics a group with members subscribes to (OffsetDelete refuses those)."""
-        consumer_group = self.consumer.groups.get(group_id)
-        if consumer_group is not None:
-            return consumer_group.subscribed_topics() if consumer_group.members else set()
-        group = self.classic.groups.get(group_id)
-        if group is None or not group.members or group.protocol_type != PROTOCOL_TYPE:
-            return set()
-        topics: set[str] = set()
-        for m in group.members.values():
-            topics |= subscribed_topics(m.metadata_for(group.protocol))
-        return topics
-
-    # == offsets ==============================================================================
-    def validate_commit(self, group_id: str, member_id: str, epoch: int,
-                        instance_id: str | None, version: int = 9) -> Refusal | None:
-        """OffsetCommit fencing for any group (Kafka 4.2); None means the commit may go
-        ahead. `epoch` is the request's generation id or member epoch."""
-        group = self.consumer.groups.get(group_id)
-        if group is not None:
-            if epoch < 0 and not group.members:
-                return None  # an admin tool or a consumer outside group management
-            member = group.members.get(member_id)
-            if member is None:
-                return Refusal(ErrorCode.unknown_member_id,
-                               f"Member {member_id} is not a member of group {group_id}.")
-            if not member.uses_classic_protocol and version < 9:
-                return Refusal(ErrorCode.unsupported_version,
-                               "OffsetCommit version 9 or above must be used by members using "
-                               "the modern group protocol")
-            return _epoch_refusal(epoch, member.member_epoch, member.uses_classic_protocol)
-        if group_id not in self.classic.groups and epoch >= 0 and version >= 9:
-            return Refusal(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
-        code = self.classic.validate_commit(group_id, member_id, epoch, instance_id)
-        return None if code is None else Refusal(code, code.name)
-
-    def validate_fetch(self, group_id: str, member_id: str | None,
-                       epoch: int) -> Refusal | None:
-        """OffsetFetch (v9+) of a consumer group by one of its members: the member must
-        exist and name its current epoch (its generation, for a classic member)."""
-        group = self.consumer.groups.get(group_id)
-        if group is None or (member_id is None and epoch < 0):
-            return None
-        member = group.members.get(member_id or "")
-        if member is None:
-            return Refusal(ErrorCode.unknown_member_id,
-                           f"Member {member_id} is not a member of group {group_id}.")
-        return _epoch_refusal(epoch, member.member_epoch, member.uses_classic_protocol)
-
 
 def _not_found(message: str) -> Result:
     return Result(ConsumerHeartbeatResponse(ErrorCode.group_id_not_found, message))
-
-
-def _epoch_refusal(received: int, expected: int, classic_member: bool) -> Refusal | None:
-    if received == expected:
-        return None
-    if classic_member:
-        return Refusal(ErrorCode.illegal_generation,
-                       f"The received generation id {received} does not match the expected "
-                       f"member epoch {expected}.")
-    return Refusal(ErrorCode.stale_member_epoch,
-                   f"The received member epoch {received} does not match the expected member "
-                   f"epoch {expected}.")
 

@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign.classic_leader import JoinedMember, lead
 from coterie.assign.registry import lookup
-from coterie.group.classic.coordinator import ClassicConfig, ClassicCoordinator
+from coterie.group.classic.coordinator import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
 from coterie.group.classic.messages import (
     HeartbeatRequest,
@@ -29,7 +29,6 @@ from coterie.group.classic.messages import (
     SyncGroupResponse,
 )
 from coterie.group.consumer.config import ConsumerGroupConfig
-from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
@@ -38,6 +37,7 @@ from coterie.group.consumer.messages import (
 )
 from coterie.group.mixed.coordinator import GroupCoordinator
 from coterie.group.records import topic_codec as codec
+from coterie.group.shard import GroupShard, ShardConfig
 from coterie.wire.consumer_protocol import (
     Subscription,
     decode_assignment,
@@ -64,7 +64,8 @@ class MixedHarness(VirtualTime):
                  classic_config: ClassicConfig | None = None, now_ms: int = 0) -> None:
         self.config = config or ConsumerGroupConfig()
         self.classic_config = classic_config or ClassicConfig(initial_rebalance_delay_ms=0)
-        self.coordinator = self._build()
+        self.shard = self._build()
+        self.coordinator = self.shard.coordinator
         super().__init__(now_ms)
         self._tokens = itertools.count(1)
         self.topic_ids: dict[str, uuid.UUID] = {}
@@ -72,17 +73,21 @@ class MixedHarness(VirtualTime):
         if topics:
             self.set_topics(topics)
 
-    def _build(self) -> GroupCoordinator:
+    def _build(self) -> GroupShard:
         classic_ids = itertools.count(1)
         consumer_ids = itertools.count(1)
-        return GroupCoordinator(
-            ClassicCoordinator(self.classic_config,
-                               lambda client: f"{client or 'member'}-{next(classic_ids)}"),
-            ConsumerCoordinator(self.config, lambda: mid(f"gen{next(consumer_ids)}")))
+        return GroupShard(0, ShardConfig(self.classic_config, self.config),
+                          lambda client: f"{client or 'member'}-{next(classic_ids)}",
+                          lambda: mid(f"gen{next(consumer_ids)}"))
 
     # -- plumbing ---------------------------------------------------------------------------
     def replayed(self) -> GroupCoordinator:
         """A fresh coordinator that loaded every record written so far (through the bytes)."""
+        return self.replayed_shard().coordinator
+
+    def replayed_shard(self) -> GroupShard:
+        """A fresh shard that loaded every record written so far (through the bytes), offsets
+        included."""
         fresh = self._build()
         fresh.consumer.on_metadata_change(
             {n: (self.topic_ids[n], c.partitions) for n, c in

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.group import ClassicState
 from coterie.group.classic.messages import LeavingMember
+from coterie.group.shard import commit_refusal
 
 from .mixed_harness import MixedHarness
 from .test_mixed_groups import classic_group, harness
@@ -19,7 +20,8 @@ from .test_mixed_groups import classic_group, harness
 
 def _code(h: MixedHarness, member_id: str, epoch: int, version: int = 9,
           instance_id: str | None = None, group_id: str = "g") -> ErrorCode | None:
-    refusal = h.coordinator.validate_commit(group_id, member_id, epoch, instance_id, version)
+    refusal = commit_refusal(h.coordinator.group(group_id), group_id, member_id, epoch,
+                             instance_id, version)
     return None if refusal is None else refusal.code
 
 

@@ -8,6 +8,8 @@ same groups.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -31,6 +33,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
+from coterie.group.shard import commit_refusal
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.wire.consumer_protocol import Assignment, decode_assignment, encode_assignment
 
@@ -572,19 +575,24 @@ def test_offset_commit_and_fetch_validation_in_a_mixed_group():
     coordinator = h.coordinator
     group = h.group()
     x_epoch, c_epoch = group.members[X].member_epoch, group.members[c1].member_epoch
-    assert coordinator.validate_commit("g", X, x_epoch, None) is None
-    assert coordinator.validate_commit("g", c1, c_epoch, None) is None
-    assert coordinator.validate_commit("g", X, x_epoch - 1, None).code == (
+    assert _commit_refusal(coordinator, X, x_epoch, None) is None
+    assert _commit_refusal(coordinator, c1, c_epoch, None) is None
+    assert _commit_refusal(coordinator, X, x_epoch - 1, None).code == (
         ErrorCode.stale_member_epoch)
-    assert coordinator.validate_commit("g", c1, c_epoch - 1, None).code == (
+    assert _commit_refusal(coordinator, c1, c_epoch - 1, None).code == (
         ErrorCode.illegal_generation)
-    assert coordinator.validate_commit("g", "nobody", 1, None).code == (
+    assert _commit_refusal(coordinator, "nobody", 1, None).code == (
         ErrorCode.unknown_member_id)
-    assert coordinator.validate_commit("g", X, x_epoch, None, version=8).code == (
+    assert _commit_refusal(coordinator, X, x_epoch, None, version=8).code == (
         ErrorCode.unsupported_version)
-    assert coordinator.validate_commit("g", c1, c_epoch, None, version=8) is None
-    assert coordinator.validate_fetch("g", c1, c_epoch) is None
-    assert coordinator.validate_fetch("g", X, x_epoch + 1).code == ErrorCode.stale_member_epoch
-    assert coordinator.validate_fetch("g", None, -1) is None
-    assert coordinator.empty_since()["g"] is None
-    assert coordinator.subscribed_topics("g") == {"foo"}
+    assert _commit_refusal(coordinator, c1, c_epoch, None, version=8) is None
+    assert group.fetch_refusal(c1, c_epoch) is None
+    assert group.fetch_refusal(X, x_epoch + 1).code == ErrorCode.stale_member_epoch
+    assert group.fetch_refusal(None, -1) is None
+    assert group.offsets_expire_from() is None
+    assert group.subscribed_topics() == {"foo"}
+
+
+def _commit_refusal(coordinator: Any, member_id: str, epoch: int, instance_id: str | None,
+                    version: int = 9) -> Any:
+    return commit_refusal(coordinator.group("g"), "g", member_id, epoch, instance_id, version)

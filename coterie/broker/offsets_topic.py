@@ -1,0 +1,143 @@
+"""Where the group runtime's records go: the partitions of `__consumer_offsets`.
+
+The runtime (`coterie.broker.groups`) needs four things of its log: append a result's records
+to one partition as one batch, read a partition's records back at start-up, say how many
+partitions there are, and rewrite a partition as a snapshot (compaction). `OffsetsLog` names
+them; `OffsetsTopic` does them on the broker's real log, `MemoryOffsetsLog` in memory, for
+tests of the runtime (it can also be told to refuse appends, like a full disk).
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+from collections.abc import Iterator
+from typing import Protocol
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch
+from kio.records.schema import Record as WireRecord
+from kio.records.writers import write_new_batch
+
+from coterie.group.records.classic import Record
+from coterie.group.records.classic_codec import UnknownRecordType
+from coterie.group.records.topic_codec import decode, encode
+from coterie.log.manager import LogManager
+from coterie.log.partition import PartitionLog
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+SNAPSHOT_CHUNK = 1000  # records per batch when a partition is rewritten as a snapshot
+
+
+class OffsetsLog(Protocol):
+    partitions: int
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> None:
+        """Append `records` as one batch; raises if they could not be made durable."""
+        ...
+
+    def read(self, partition: int) -> Iterator[list[Record | None]]:
+        """The partition's records in log order, in chunks (the loader yields to the event
+        loop between them); None stands for a record of a type this version cannot read."""
+        ...
+
+    def compact(self, partition: int, live: list[Record], now_ms: int,
+                min_segments: int) -> bool:
+        """If the partition has `min_segments` segments or more: write `live` (the last
+        value of every live key) after the present end and drop everything before it."""
+        ...
+
+
+class OffsetsTopic:
+    """`OffsetsLog` over the broker's `__consumer_offsets` topic (compacted by snapshot)."""
+
+    def __init__(self, logs: LogManager, partitions: int) -> None:
+        self.logs = logs
+        self.partitions = partitions
+
+    def _partition(self, index: int) -> PartitionLog:
+        part = self.logs.partition(OFFSETS_TOPIC, index)
+        if part is None:
+            raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is missing")
+        return part
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> None:
+        stamp = datetime.datetime.fromtimestamp(now_ms / 1000, datetime.UTC)
+        wire = []
+        for i, record in enumerate(records):
+            key, value = encode(record)
+            wire.append(WireRecord(attributes=0, timestamp=stamp, offset=i, key=key,
+                                   value=value, headers=()))
+        buf = io.BytesIO()
+        write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1,
+                                            base_sequence=-1, records=tuple(wire),
+                                            attributes=0))
+        self._partition(partition).append(buf.getvalue(), 0, now_ms)
+
+    def read(self, partition: int) -> Iterator[list[Record | None]]:
+        part = self.logs.partition(OFFSETS_TOPIC, partition)
+        if part is None:
+            return
+        offset = part.log_start_offset
+        while offset < part.log_end_offset:
+            data = part.read(offset, LOAD_CHUNK_BYTES)
+            if not data:
+                break
+            chunk: list[Record | None] = []
+            pos = 0
+            while pos < len(data):
+                batch, size = read_batch(data, pos)
+                pos += size
+                for wire in batch.records:
+                    offset = wire.offset + 1
+                    if wire.offset < part.log_start_offset or wire.key is None:
+                        continue
+                    try:
+                        chunk.append(decode(wire.key, wire.value))
+                    except UnknownRecordType:
+                        chunk.append(None)
+                offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
+            yield chunk
+
+    def compact(self, partition: int, live: list[Record], now_ms: int,
+                min_segments: int) -> bool:
+        """Crash-safe at any point: before the old segments go, replay sees the history
+        followed by (part of) the snapshot, whose records only restate current values;
+        after, it sees the snapshot and what followed."""
+        part = self.logs.partition(OFFSETS_TOPIC, partition)
+        if part is None or part.segment_count < min_segments:
+            return False
+        part.roll()
+        start = part.log_end_offset
+        for first in range(0, len(live), SNAPSHOT_CHUNK):
+            self.append(partition, live[first:first + SNAPSHOT_CHUNK], now_ms)
+        part.flush()
+        part.delete_segments_before(start)
+        return True
+
+
+class MemoryOffsetsLog:
+    """`OffsetsLog` in memory, for tests of the runtime. `failing` makes appends raise
+    (a full disk, say) until it is set back to False."""
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self.batches: dict[int, list[list[Record]]] = {i: [] for i in range(partitions)}
+        self.failing = False
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> None:
+        if self.failing:
+            raise OSError("no space left on device (MemoryOffsetsLog.failing)")
+        self.batches[partition].append(list(records))
+
+    def read(self, partition: int) -> Iterator[list[Record | None]]:
+        for batch in self.batches[partition]:
+            yield list(batch)
+
+    def compact(self, partition: int, live: list[Record], now_ms: int,
+                min_segments: int) -> bool:
+        if len(self.batches[partition]) < min_segments:
+            return False
+        self.batches[partition] = [list(live)] if live else []
+        return True

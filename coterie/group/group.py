@@ -1,0 +1,77 @@
+"""What every group type offers the shard: the `Group` protocol.
+
+A coordinator shard holds groups of several types under one id namespace (classic groups,
+KIP-848 consumer groups; streams and share groups next). The rules that do not belong to one
+protocol's heartbeat but to "a group" in general live in the shard (`coterie.group.shard`):
+OffsetCommit / OffsetFetch fencing, OffsetDelete's subscribed-topic check, ListGroups,
+DescribeGroups, DeleteGroups and offset expiry. Each of them asks the group the questions
+below, so a new group type is one new implementation of this protocol, not edits in the five
+places those rules are applied.
+
+A shard without a group of some id still answers those requests (a standalone consumer's
+commits, say): the shard's own code covers "no group".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from kio.schema.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request refused for the whole group: the error code and Kafka's message."""
+
+    code: ErrorCode
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    """One ListGroups entry; `state` as Kafka spells it for that group type."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
+
+
+class Group(Protocol):
+    """One group of any type, as the shard's group-independent rules see it."""
+
+    group_id: str
+
+    @property
+    def group_type(self) -> str:
+        """"classic" or "consumer" (ListGroups' and DescribeGroups' type names)."""
+        ...
+
+    def has_members(self) -> bool:
+        ...
+
+    def listing(self) -> ListedGroup | None:
+        """The group's ListGroups entry; None for a group that is going away (Dead)."""
+        ...
+
+    def commit_refusal(self, member_id: str, epoch: int, instance_id: str | None,
+                       version: int) -> Refusal | None:
+        """OffsetCommit fencing: why this member may not commit, or None. `epoch` is the
+        request's generation id or member epoch; `version` the OffsetCommit version."""
+        ...
+
+    def fetch_refusal(self, member_id: str | None, epoch: int) -> Refusal | None:
+        """OffsetFetch (v9+, with a member id or epoch) fencing, or None."""
+        ...
+
+    def subscribed_topics(self) -> set[str]:
+        """Topics the group's members subscribe to (OffsetDelete refuses to delete their
+        offsets); empty when it has no members."""
+        ...
+
+    def offsets_expire_from(self) -> int | None:
+        """Offset expiry (KIP-211): None while the group keeps its offsets whatever their
+        age (it has members); otherwise the time from which retention runs, or runs from
+        each offset's commit time if that is later (-1: from the commit time alone)."""
+        ...

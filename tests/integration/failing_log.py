@@ -1,0 +1,28 @@
+"""A switch in front of the group runtime's `OffsetsLog`: while `full`, appends fail as on a
+full disk (the runtime's log is a public seam; nothing private is patched)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from coterie.broker.offsets_topic import OffsetsLog
+from coterie.group.records.classic import Record
+
+
+class FullDiskSwitch:
+    def __init__(self, inner: OffsetsLog) -> None:
+        self.inner = inner
+        self.partitions = inner.partitions
+        self.full = False
+
+    def append(self, partition: int, records: list[Record], now_ms: int) -> None:
+        if self.full:
+            raise OSError(28, "No space left on device")
+        self.inner.append(partition, records, now_ms)
+
+    def read(self, partition: int) -> Iterator[list[Record | None]]:
+        return self.inner.read(partition)
+
+    def compact(self, partition: int, live: list[Record], now_ms: int,
+                min_segments: int) -> bool:
+        return self.inner.compact(partition, live, now_ms, min_segments)
