@@ -77,6 +77,8 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
     runtime = ctx.services.groups
     answer = runtime.shard_for(group_id).offset_fetch(
         OffsetFetchRequest(group_id, partitions, member_id, member_epoch))
+    if answer.error != ErrorCode.none:
+        return answer.error, []
     if topics is not None:  # every asked topic answers, in the asked order
         fetched = iter(answer.offsets)
         return answer.error, [{"name": t.name, "partitions": [
