@@ -2,39 +2,40 @@
 
 A Fetch response carries, per partition, a run of record batches as the broker stores them
 (the last one possibly cut short: brokers send whole batches up to a byte limit and may end
-with a partial one). The 61-byte batch header is read with the broker's own parser
-(`coterie.log.batch.parse_batch_header`), and the records inside, after decompression
-(`coterie.log.compression`), with the log's record parser (`coterie.log.record_scan`, which
-also describes the record format): the broker reads records too, for timestamp lookups, and
-the log may not import the client, so the one parser lives there. This module turns them into
-what a consumer delivers. A record's offset is the batch's base offset plus its delta; its
-timestamp the batch's base timestamp plus its delta, unless the batch says LogAppendTime,
-when every record carries the batch's max timestamp.
+with a partial one). The batches are walked and their 61-byte headers read by the wire
+format's one walker (`coterie.wire.record_batch.batch_headers`, shared with the broker's
+produce checks), and the records inside, after decompression (`coterie.log.compression`),
+with the log's record parser (`coterie.log.record_scan`, which also describes the record
+format): the broker reads records too, for timestamp lookups, and the log may not import the
+client, so the one parser lives there. This module turns them into what a consumer delivers.
+A record's offset is the batch's base offset plus its delta; its timestamp the batch's base
+timestamp plus its delta, unless the batch says LogAppendTime, when every record carries the
+batch's max timestamp.
 
 What `decode_batches` leaves out: control batches (transaction markers: the consumer reads
 uncommitted data and never shows markers) and records before `from_offset` (a fetch starting
 inside a batch gets the whole batch). `next_offset` tells the caller where to fetch next even
 when nothing was delivered, so a run of control batches or a compacted gap never stalls it.
+`fetched_batches` holds those batch-level rules (and the CRC check and decompression) for
+both readers of fetched bytes, this module and `coterie.spark.columns`.
 
 Pure: bytes in, records out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-import crc32c
-
-from coterie.log.batch import (
-    CRC_START,
-    HEADER_SIZE,
-    MAGIC_OFFSET,
-    TIMESTAMP_TYPE_FLAG,
-    CorruptRecordError,
-    parse_batch_header,
-)
 from coterie.log.compression import decompress
 from coterie.log.record_scan import RecordDecodeError, iter_records, read_varint
+from coterie.wire.record_batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    RecordBatchError,
+    batch_crc,
+    batch_headers,
+)
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -83,46 +84,50 @@ def _records(body: bytes, count: int, topic: str, partition: int, base_offset: i
     return out
 
 
+def fetched_batches(buf: bytes, topic: str, partition: int, from_offset: int,
+                    check_crc: bool) -> Iterator[tuple[BatchHeader, bytes | None]]:
+    """Each complete batch of one partition's fetched bytes that reaches `from_offset`, with
+    its decompressed records section, or None for a control batch (whose records a consumer
+    never shows, but whose offsets it must step over). A trailing partial batch ends the
+    walk. Raises RecordDecodeError, naming the partition, on bytes that cannot be batches, a
+    CRC mismatch (if `check_crc`) or a records section that does not decompress."""
+    try:
+        headers = batch_headers(buf)
+    except RecordBatchError as exc:
+        raise RecordDecodeError(f"{topic}-{partition}: {exc}") from exc
+    for h in headers:
+        if h.last_offset < from_offset:
+            continue
+        if check_crc and batch_crc(buf, h) != h.crc:
+            raise RecordDecodeError(
+                f"{topic}-{partition}: record batch at offset {h.base_offset} fails its CRC "
+                f"check")
+        if h.is_control:
+            yield h, None
+            continue
+        pos = h.position
+        try:
+            body = decompress(h.compression, buf[pos + HEADER_SIZE:pos + h.size])
+        except ValueError as exc:
+            raise RecordDecodeError(
+                f"{topic}-{partition}: batch at offset {h.base_offset}: {exc}") from exc
+        yield h, body
+
+
 def decode_batches(data: bytes | memoryview | None, topic: str, partition: int,
                    from_offset: int = 0, *, check_crc: bool = True) -> Decoded:
     """The records at or after `from_offset` in `data` (v2 batches, a trailing partial batch
     ignored). Raises RecordDecodeError on bytes that cannot be batches."""
-    buf = bytes(data or b"")
     records: list[ConsumerRecord] = []
     next_offset = from_offset
-    pos = 0
-    while len(buf) - pos >= HEADER_SIZE:
-        magic = buf[pos + MAGIC_OFFSET]
-        if magic != 2:
-            raise RecordDecodeError(
-                f"{topic}-{partition}: record batch with magic {magic} at byte {pos}; only "
-                f"v2 batches are read")
-        try:
-            h = parse_batch_header(buf, pos)
-        except CorruptRecordError as exc:
-            raise RecordDecodeError(f"{topic}-{partition}: {exc}") from exc
-        end = pos + h.size
-        if end > len(buf):
-            break  # a partial batch at the end of a fetch: fetched again next time
-        if h.last_offset < from_offset:
-            pos = end
-            continue
-        if check_crc and crc32c.crc32c(memoryview(buf)[pos + CRC_START:end]) != h.crc:
-            raise RecordDecodeError(
-                f"{topic}-{partition}: record batch at offset {h.base_offset} fails its CRC "
-                f"check")
-        if not h.is_control:
-            try:
-                body = decompress(h.compression, buf[pos + HEADER_SIZE:end])
-            except ValueError as exc:
-                raise RecordDecodeError(
-                    f"{topic}-{partition}: batch at offset {h.base_offset}: {exc}") from exc
-            append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_FLAG else None
+    for h, body in fetched_batches(bytes(data or b""), topic, partition, from_offset,
+                                   check_crc):
+        if body is not None:
+            append_time = h.max_timestamp if h.is_log_append_time else None
             records.extend(_records(body, h.records_count, topic, partition, h.base_offset,
                                     h.base_timestamp, append_time, h.partition_leader_epoch,
                                     from_offset))
         next_offset = max(next_offset, h.next_offset)
-        pos = end
     return Decoded(records, next_offset)
 
 
@@ -133,5 +138,6 @@ __all__ = [
     "Decoded",
     "RecordDecodeError",
     "decode_batches",
+    "fetched_batches",
     "read_varint",
 ]

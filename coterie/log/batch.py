@@ -1,4 +1,4 @@
-"""Record-batch headers (Kafka message format v2), and nothing deeper.
+"""Record-batch headers (Kafka message format v2) as the log checks and rewrites them.
 
 The broker stores and serves the bytes a producer sent, so it only needs the 61-byte batch
 header: where the batch ends, which offsets it spans, its timestamps, and whether the CRC
@@ -6,33 +6,61 @@ holds. Produce and Fetch never decode records, which keeps the hot path cheap; o
 ListOffsets by timestamp reads into one batch (coterie.log.record_scan), to answer at record
 granularity as Kafka does.
 
-Layout (big-endian), with the byte offset of each field::
-
-     0 baseOffset int64        8 batchLength int32     12 partitionLeaderEpoch int32
-    16 magic int8             17 crc uint32            21 attributes int16
-    23 lastOffsetDelta int32  27 baseTimestamp int64   35 maxTimestamp int64
-    43 producerId int64       51 producerEpoch int16   53 baseSequence int32
-    57 recordsCount int32     61 records...
-
-batchLength counts everything after itself, so a batch occupies batchLength + 12 bytes. The
-CRC (CRC-32C) covers attributes to the end, which is why the broker may rewrite baseOffset
-and partitionLeaderEpoch without recomputing it.
+The layout itself, its constants and the walk over a buffer of batches are the wire format's
+(coterie.wire.record_batch, shared with the consumer and the Spark source) and are
+re-exported here under their old names. What this module adds is the log's policy: which
+batches a Produce may store (`validate_batches`), and the two header rewrites the broker
+makes (`assign_offsets`, `stamp_log_append_time`). Format errors surface as
+CorruptRecordError, the LogError the broker maps to CORRUPT_MESSAGE.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import crc32c
 
 from coterie.log.errors import CorruptRecordError
+from coterie.wire.record_batch import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
+    CRC_OFFSET,
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LEADER_EPOCH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    MIN_BATCH_LENGTH,
+    TIMESTAMP_TYPE_FLAG,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    RecordBatchError,
+    batch_headers,
+)
+from coterie.wire.record_batch import parse_batch_header as _parse_batch_header
 
 __all__ = [
+    # re-exported from coterie.wire.record_batch
+    "ATTRIBUTES_OFFSET",
+    "COMPRESSION_MASK",
+    "CONTROL_FLAG",
+    "CRC_OFFSET",
+    "CRC_START",
+    "HEADER",
     "HEADER_SIZE",
+    "LEADER_EPOCH_OFFSET",
     "LOG_OVERHEAD",
+    "MAGIC_OFFSET",
+    "MAX_TIMESTAMP_OFFSET",
+    "MIN_BATCH_LENGTH",
+    "TIMESTAMP_TYPE_FLAG",
+    "TRANSACTIONAL_FLAG",
     "BatchHeader",
+    # the log's own
     "CorruptRecordError",
     "assign_offsets",
     "parse_batch_header",
@@ -40,97 +68,18 @@ __all__ = [
     "validate_batches",
 ]
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 61
-# baseOffset + batchLength: the part of a batch that batchLength does not count.
-LOG_OVERHEAD = 12
-# The smallest batchLength a v2 header can claim (a batch with zero record bytes).
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-CRC_START = 21
-MAGIC_OFFSET = 16
-ATTRIBUTES_OFFSET = 21
-MAX_TIMESTAMP_OFFSET = 35
-LEADER_EPOCH_OFFSET = 12
-
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_FLAG = 0x08  # set: LogAppendTime
-TRANSACTIONAL_FLAG = 0x10
-CONTROL_FLAG = 0x20
-
-
-@dataclass(slots=True)
-class BatchHeader:
-    """One batch's header fields, plus where the batch sits in the buffer it came from."""
-
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-    position: int
-    size: int
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta + 1
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_FLAG)
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_FLAG)
-
-    @property
-    def compression(self) -> int:
-        """Codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
-        return self.attributes & COMPRESSION_MASK
-
 
 def parse_batch_header(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:
-    """Decode the header at `pos` without looking at the body or the CRC.
-
-    Checks only what is needed to make the fields meaningful: the 61 header bytes are
-    present, magic is 2 (older formats have a different layout), and batchLength is at least
-    a header's worth. Whether the whole batch is in `buf` is the caller's concern, so this
-    also works on a header read on its own.
-    """
-    if pos < 0 or len(buf) - pos < HEADER_SIZE:
-        raise CorruptRecordError(
-            f"truncated record batch at byte {pos}: {max(len(buf) - pos, 0)} bytes left, "
-            f"a batch header needs {HEADER_SIZE}"
-        )
-    fields = HEADER.unpack_from(buf, pos)
-    magic = fields[3]
-    if magic != 2:
-        raise CorruptRecordError(
-            f"record batch at byte {pos} has magic {magic}; only magic 2 (Kafka 0.11+) is supported"
-        )
-    batch_length = fields[1]
-    if batch_length < MIN_BATCH_LENGTH:
-        raise CorruptRecordError(
-            f"record batch at byte {pos} claims batchLength {batch_length}, less than the "
-            f"{MIN_BATCH_LENGTH} bytes of its own header"
-        )
-    return BatchHeader(*fields, pos, batch_length + LOG_OVERHEAD)
+    """`coterie.wire.record_batch.parse_batch_header`, raising CorruptRecordError."""
+    try:
+        return _parse_batch_header(buf, pos)
+    except RecordBatchError as exc:
+        raise CorruptRecordError(str(exc)) from exc
 
 
 def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
@@ -141,19 +90,14 @@ def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
     CorruptRecordError naming the first problem.
     """
     view = memoryview(buf)
-    total = len(view)
-    if total == 0:
+    if not len(view):
         raise CorruptRecordError("no record batches in the buffer")
-    headers: list[BatchHeader] = []
-    pos = 0
-    while pos < total:
-        h = parse_batch_header(view, pos)
-        end = pos + h.size
-        if end > total:
-            raise CorruptRecordError(
-                f"record batch at byte {pos} claims batchLength {h.batch_length} "
-                f"({h.size} bytes with its prefix) but only {total - pos} bytes remain"
-            )
+    try:
+        headers = batch_headers(view, strict=True)
+    except RecordBatchError as exc:
+        raise CorruptRecordError(str(exc)) from exc
+    for h in headers:
+        pos = h.position
         if h.records_count < 0:
             raise CorruptRecordError(
                 f"record batch at byte {pos} has negative recordsCount {h.records_count}"
@@ -169,14 +113,12 @@ def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
                 f"record batch at byte {pos} has recordsCount {h.records_count} but "
                 f"lastOffsetDelta {h.last_offset_delta}; they must describe the same records"
             )
-        actual = crc32c.crc32c(view[pos + CRC_START : end])
+        actual = crc32c.crc32c(view[pos + CRC_START : pos + h.size])
         if actual != h.crc:
             raise CorruptRecordError(
                 f"record batch at byte {pos} fails its CRC check: stored {h.crc:#010x}, "
                 f"computed {actual:#010x}"
             )
-        headers.append(h)
-        pos = end
     return headers
 
 
@@ -215,4 +157,4 @@ def stamp_log_append_time(out: bytearray, headers: Sequence[BatchHeader], now_ms
         _I16.pack_into(out, p + ATTRIBUTES_OFFSET, attributes)
         _I64.pack_into(out, p + MAX_TIMESTAMP_OFFSET, now_ms)
         crc = crc32c.crc32c(memoryview(out)[p + CRC_START : p + h.size])
-        _U32.pack_into(out, p + MAGIC_OFFSET + 1, crc)
+        _U32.pack_into(out, p + CRC_OFFSET, crc)

@@ -1,9 +1,10 @@
 """Reading the records inside a stored v2 batch, and the record-level timestamp lookups.
 
-The log serves batches without opening them (coterie.log.batch reads headers only), with one
-exception: ListOffsets by timestamp. Kafka answers "the first offset whose timestamp is >= T"
-with a record, not a batch: the first record, in offset order, whose own timestamp is >= T,
-and for MAX_TIMESTAMP (-3) the first record that carries the largest timestamp. Record
+The log serves batches without opening them (coterie.log.batch reads headers only, in the
+wire format of coterie.wire.record_batch), with one exception: ListOffsets by timestamp.
+Kafka answers "the first offset whose timestamp is >= T" with a record, not a batch: the
+first record, in offset order, whose own timestamp is >= T, and for MAX_TIMESTAMP (-3) the
+first record that carries the largest timestamp. Record
 timestamps inside a batch need not be monotonic, so the batch's base offset (or, for -3, its
 last offset) can be off by several records in either direction. The headers and the sparse
 time index still find the one batch to open; only that batch is decompressed and read.
@@ -11,7 +12,9 @@ time index still find the one batch to open; only that batch is decompressed and
 The record parser here is also the consumer's (`coterie.client.records` builds its
 `ConsumerRecord`s from `iter_records`): there is one parser of the record format in the tree,
 in the lowest layer that needs it. (`coterie.spark.columns` keeps a hand-inlined copy of the
-same loop because it is the Spark source's hot path; tests hold the two to the same answers.)
+record loop because it is the Spark source's hot path; tests hold the two to the same answers.
+The batch header and the walk over batches are not copied anywhere: they are
+coterie.wire.record_batch's.)
 
 One record, after the 61-byte batch header (all integers zigzag varints except `attributes`)::
 
@@ -31,14 +34,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from coterie.log.batch import (
-    HEADER_SIZE,
-    TIMESTAMP_TYPE_FLAG,
-    BatchHeader,
-    CorruptRecordError,
-    parse_batch_header,
-)
+# The log's face of the wire parser: a broken header is a CorruptRecordError (a LogError) here.
+from coterie.log.batch import CorruptRecordError, parse_batch_header
 from coterie.log.compression import decompress
+from coterie.wire.record_batch import HEADER_SIZE, BatchHeader
 
 __all__ = [
     "OffsetAndTimestamp",
@@ -148,7 +147,7 @@ def record_times(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:
         body = decompress(h.compression, bytes(batch[HEADER_SIZE : h.size]))
     except ValueError as exc:
         raise RecordDecodeError(f"batch at offset {h.base_offset}: {exc}") from exc
-    append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_FLAG else None
+    append_time = h.max_timestamp if h.is_log_append_time else None
     for offset_delta, timestamp_delta, _, _, _ in iter_records(body, h.records_count):
         offset = h.base_offset + offset_delta
         if append_time is not None:

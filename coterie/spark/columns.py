@@ -4,12 +4,13 @@
 is what a consumer's user wants and about half of the cost of a Spark read. Here the same
 bytes go straight into per-column Python lists (offsets, timestamps, keys, values, headers),
 from which Arrow builds its arrays in one call each; topic and partition are constant per
-task. The batch framing is shared with the consumer's decoder: the header parser
-(`coterie.log.batch.parse_batch_header`), CRC check, decompression
-(`coterie.client.compression`) and the same rules: v2 batches only, a trailing partial batch
-ignored, control batches skipped, records before `from_offset` dropped, LogAppendTime batches
-stamped with the batch's max timestamp. `tests/spark/test_units.py` holds the two decoders to
-the same answers.
+task. The batch framing is the consumer decoder's, not a copy:
+`coterie.client.records.fetched_batches` (over the wire format's batch walker,
+`coterie.wire.record_batch.batch_headers`) does the CRC check and decompression and applies
+the same rules: v2 batches only, a trailing partial batch ignored, control batches skipped.
+Only the record loop is inlined here, and with it the record-level rules: records before
+`from_offset` dropped, LogAppendTime batches stamped with the batch's max timestamp.
+`tests/spark/test_units.py` holds the two decoders to the same answers.
 
 (kio's own record-batch reader is not used: it reads uncompressed batches only and rounds
 timestamps down to whole seconds.)
@@ -21,18 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import crc32c
 import pyarrow as pa
 
-from coterie.client.compression import decompress
-from coterie.client.records import CREATE_TIME, LOG_APPEND_TIME, RecordDecodeError, read_varint
-from coterie.log.batch import (
-    CRC_START,
-    HEADER_SIZE,
-    MAGIC_OFFSET,
-    TIMESTAMP_TYPE_FLAG,
-    CorruptRecordError,
-    parse_batch_header,
+from coterie.client.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    RecordDecodeError,
+    fetched_batches,
+    read_varint,
 )
 
 
@@ -153,34 +150,11 @@ def decode_columns(data: bytes | memoryview | None, topic: str, partition: int,
                    check_crc: bool = True) -> Columns:
     """The records in [from_offset, end_offset) of fetched v2 batches, as columns, and where
     the next fetch starts (see `coterie.client.records.decode_batches` for the rules)."""
-    buf = bytes(data or b"")
     out = Columns(headers=[] if with_headers else None, next_offset=from_offset)
-    pos = 0
-    while len(buf) - pos >= HEADER_SIZE:
-        magic = buf[pos + MAGIC_OFFSET]
-        if magic != 2:
-            raise RecordDecodeError(f"{topic}-{partition}: record batch with magic {magic} at "
-                                    f"byte {pos}; only v2 batches are read")
-        try:
-            h = parse_batch_header(buf, pos)
-        except CorruptRecordError as exc:
-            raise RecordDecodeError(f"{topic}-{partition}: {exc}") from exc
-        end = pos + h.size
-        if end > len(buf):
-            break
-        if h.last_offset < from_offset:
-            pos = end
-            continue
-        if check_crc and crc32c.crc32c(memoryview(buf)[pos + CRC_START:end]) != h.crc:
-            raise RecordDecodeError(f"{topic}-{partition}: record batch at offset "
-                                    f"{h.base_offset} fails its CRC check")
-        if not h.is_control:
-            try:
-                body = decompress(h.compression, buf[pos + HEADER_SIZE:end])
-            except ValueError as exc:
-                raise RecordDecodeError(
-                    f"{topic}-{partition}: batch at offset {h.base_offset}: {exc}") from exc
-            append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_FLAG else None
+    for h, body in fetched_batches(bytes(data or b""), topic, partition, from_offset,
+                                   check_crc):
+        if body is not None:
+            append_time = h.max_timestamp if h.is_log_append_time else None
             try:
                 _records(bytes(body), h.records_count, h.base_offset, h.base_timestamp,
                          append_time, from_offset, end_offset, out)
@@ -188,5 +162,4 @@ def decode_columns(data: bytes | memoryview | None, topic: str, partition: int,
                 raise RecordDecodeError(f"{topic}-{partition}: batch at offset "
                                         f"{h.base_offset} is cut short") from None
         out.next_offset = max(out.next_offset, h.next_offset)
-        pos = end
     return out

@@ -2,13 +2,19 @@
 
 The records inside are properly encoded (varint lengths, zigzag deltas) so the bytes are
 what a producer would send, even though the log itself never looks inside them.
+(`kio_batch` is the exception: a batch written by kio, as an independent writer.)
 """
 
 from __future__ import annotations
 
+import io
 import struct
+from datetime import UTC, datetime
 
 import crc32c
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.static.primitive import i8, i16, i32, i64
 
 _TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount (the CRC-covered header)
 _PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, leaderEpoch, magic, crc
@@ -83,3 +89,31 @@ def batch_base_offset(batch: bytes) -> int:
 def without_offset(batch: bytes) -> bytes:
     """The batch with baseOffset and leader epoch zeroed, for comparing content."""
     return bytes(8) + batch[8:12] + bytes(4) + batch[16:]
+
+
+def kio_batch(n: int) -> bytes:
+    """One batch of `n` records written by kio (all timestamped 2024-01-01T00:00Z)."""
+    ts = datetime(2024, 1, 1, tzinfo=UTC)
+    records = tuple(
+        Record(
+            attributes=i8(0),
+            timestamp=ts,
+            offset=i64(i),
+            key=b"k",
+            value=b"value %d" % i,
+            headers=(),
+        )
+        for i in range(n)
+    )
+    buf = io.BytesIO()
+    write_new_batch(
+        buf,
+        NewRecordBatch(
+            producer_id=i64(-1),
+            producer_epoch=i16(-1),
+            base_sequence=i32(-1),
+            records=records,
+            attributes=i16(0),
+        ),
+    )
+    return buf.getvalue()

@@ -1,11 +1,6 @@
-import io
 import struct
-from datetime import UTC, datetime
 
 import pytest
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
-from kio.static.primitive import i8, i16, i32, i64
 
 from coterie.log.batch import (
     BatchHeader,
@@ -17,34 +12,7 @@ from coterie.log.batch import (
 )
 from coterie.log.errors import LogError
 
-from .batches import make_batch, split_batches
-
-
-def kio_batch(n: int) -> bytes:
-    ts = datetime(2024, 1, 1, tzinfo=UTC)
-    records = tuple(
-        Record(
-            attributes=i8(0),
-            timestamp=ts,
-            offset=i64(i),
-            key=b"k",
-            value=b"value %d" % i,
-            headers=(),
-        )
-        for i in range(n)
-    )
-    buf = io.BytesIO()
-    write_new_batch(
-        buf,
-        NewRecordBatch(
-            producer_id=i64(-1),
-            producer_epoch=i16(-1),
-            base_sequence=i32(-1),
-            records=records,
-            attributes=i16(0),
-        ),
-    )
-    return buf.getvalue()
+from .batches import kio_batch, make_batch, split_batches
 
 
 def test_kio_batches_validate():
@@ -56,15 +24,17 @@ def test_kio_batches_validate():
     assert headers[0].max_timestamp == 1704067200000
 
 
-def test_header_fields_and_properties():
-    data = make_batch(4, timestamps=[5, 9, 7, 8], attributes=0x10 | 0x20 | 3, producer_id=77)
+def test_parse_batch_header_raises_the_logs_error():
+    """The wire parser (tests/unit/wire/test_record_batch.py), with format errors surfacing as
+    CorruptRecordError, the LogError the broker maps to CORRUPT_MESSAGE."""
+    data = make_batch(4, producer_id=77)
     h = parse_batch_header(data, 0)
     assert isinstance(h, BatchHeader)
-    assert (h.magic, h.last_offset_delta, h.records_count) == (2, 3, 4)
-    assert (h.base_timestamp, h.max_timestamp, h.producer_id) == (5, 9, 77)
-    assert h.size == len(data) == h.batch_length + 12
-    assert h.is_control and h.is_transactional and h.compression == 3
-    assert (h.last_offset, h.next_offset) == (3, 4)
+    assert (h.records_count, h.producer_id, h.size) == (4, 77, len(data))
+    with pytest.raises(CorruptRecordError, match="magic 1"):
+        parse_batch_header(make_batch(1, magic=1), 0)
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        parse_batch_header(data[:60], 0)
 
 
 def test_assign_offsets_is_consecutive_and_keeps_crc():

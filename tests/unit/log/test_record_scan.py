@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coterie.log.batch import TIMESTAMP_TYPE_FLAG
 from coterie.log.config import LogConfig
 from coterie.log.partition import PartitionLog
 from coterie.log.record_scan import (
@@ -26,6 +25,7 @@ from coterie.log.record_scan import (
     iter_records,
     record_times,
 )
+from coterie.wire.record_batch import TIMESTAMP_TYPE_FLAG
 from tests.unit.client.test_records import build as build_batch
 
 NOW = 1_700_000_000_000
