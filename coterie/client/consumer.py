@@ -61,7 +61,7 @@ import contextlib
 import inspect
 import logging
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -262,13 +262,14 @@ class Consumer:
                 request_timeout_ms=request_timeout_ms, rack=rack),
             on_data=self._wake_poll, on_error=self._raise_later,
             request_metadata=self._request_metadata)
-        self._protocol = ConsumerRebalanceProtocol(self)
+        owner = _Owner(self)
+        self._protocol = ConsumerRebalanceProtocol(owner, self.assignors)
         self._lock = self._protocol.lock  # one rebalance at a time, whichever protocol
         self.member: GroupMember | ConsumerGroupMember
         self._kip848: ConsumerGroupMember | None = None
         if group_protocol == CONSUMER:
             self.member = self._kip848 = ConsumerGroupMember(
-                self, self._lock, group_instance_id=group_instance_id,
+                owner, self._lock, group_instance_id=group_instance_id,
                 rebalance_timeout_ms=rebalance_timeout_ms,
                 server_assignor=group_remote_assignor, request_timeout_ms=request_timeout_ms,
                 unavailable_timeout_ms=unavailable_timeout_ms, rng=rng,
@@ -587,7 +588,7 @@ class Consumer:
             if self._commit_identity() is not None:
                 await self._commit_quietly(self._assignment.owned(), "interval")
 
-    # == rebalance plumbing (called from ConsumerRebalanceProtocol or ConsumerGroupMember) =====
+    # == rebalance plumbing (through `_Owner`, the membership helpers' PartitionOwner) ==========
     async def _revoke(self, partitions: Iterable[tuple[str, int]], *, commit: bool,
                       lost: bool) -> None:
         tps = frozenset(_tps(partitions))
@@ -694,3 +695,52 @@ class Consumer:
                     await self._revoke(owned, commit=False, lost=True)
                 self._protocol.generation = None
         self._data.set()
+
+
+class _Owner:
+    """The `PartitionOwner` a consumer hands its membership helper
+    (`coterie.client.partition_owner`): the consumer's rebalance steps, and nothing else."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._c = consumer
+        self.group_id = consumer.group_id
+        self.rack = consumer.rack
+        self.cluster = consumer.cluster
+
+    @property
+    def subscription(self) -> TopicSubscription:
+        return self._c._subscription
+
+    @property
+    def closing(self) -> bool:
+        return self._c._closing
+
+    def owned(self) -> frozenset[TopicPartition]:
+        return frozenset(self._c._assignment.owned())
+
+    async def revoke(self, partitions: Iterable[tuple[str, int]], *, commit: bool,
+                     lost: bool) -> None:
+        await self._c._revoke(partitions, commit=commit, lost=lost)
+
+    async def take_assignment(self, revoked: frozenset[TopicPartition],
+                              added: frozenset[TopicPartition],
+                              assigned: frozenset[TopicPartition],
+                              still_wanted: Callable[[], bool] | None = None) -> bool:
+        c = self._c
+        if revoked:
+            await c._revoke(revoked, commit=True, lost=False)
+        if still_wanted is not None and not still_wanted():
+            return False
+        c._assignment.add(added)
+        c._assignment_changed(assigned)
+        await c._listener_call("assigned", added)
+        return True
+
+    async def metadata_for(self, topics: Sequence[str] | None) -> ClusterMetadata:
+        return await self._c._metadata_for(topics)
+
+    async def resolve_pattern(self) -> None:
+        await self._c._resolve_pattern()
+
+    def request_rejoin(self, reason: str) -> None:
+        self._c.member.request_rejoin(reason)

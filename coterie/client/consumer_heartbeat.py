@@ -13,10 +13,11 @@ Theory of operation. Two tasks:
   broker has it (client-generated member id, SubscribedTopicRegex), else v0 (no regex).
 - a reconciliation task, started when an answer brings a target that differs from what the
   member holds. It resolves topic ids to names (Metadata, names first, then all topics),
-  then under the consumer's rebalance lock: revokes owned - target (`Consumer._revoke`: no
-  more fetching or delivery, commit with auto commit, `on_partitions_revoked` with just
-  those), adds target - owned (`on_partitions_assigned` with just those; fetching starts),
-  and marks the result for acknowledgement, which the heartbeat task sends at once.
+  then under the consumer's rebalance lock moves to the target through the consumer's
+  `PartitionOwner.take_assignment`: revokes owned - target (no more fetching or delivery,
+  commit with auto commit, `on_partitions_revoked` with just those), adds target - owned
+  (`on_partitions_assigned` with just those; fetching starts), and marks the result for
+  acknowledgement, which the heartbeat task sends at once.
   Heartbeats go on meanwhile, so slow callbacks do not cost the membership (the coordinator
   bounds them with the rebalance timeout).
 
@@ -50,7 +51,7 @@ import datetime
 import logging
 import random
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -81,10 +82,8 @@ from coterie.client.heartbeat_fields import (
     leave_fields,
     new_member_id,
 )
+from coterie.client.partition_owner import PartitionOwner
 from coterie.client.versions import ApiKey
-
-if TYPE_CHECKING:
-    from coterie.client.consumer import Consumer
 
 log = logging.getLogger("coterie.client.consumer")
 
@@ -105,7 +104,7 @@ class ConsumerGroupMember:
 
     is_leader = False  # no member leads a consumer group: the coordinator assigns
 
-    def __init__(self, consumer: Consumer, lock: asyncio.Lock, *,
+    def __init__(self, consumer: PartitionOwner, lock: asyncio.Lock, *,
                  group_instance_id: str | None, rebalance_timeout_ms: int,
                  server_assignor: str | None, request_timeout_ms: int,
                  unavailable_timeout_ms: int | None, rng: random.Random | None = None,
@@ -251,9 +250,9 @@ class ConsumerGroupMember:
             if self._error is None and m.state is not S.CREATED:
                 in_group = m.in_group
                 async with self.lock:
-                    owned = self.consumer._assignment.owned()
+                    owned = self.consumer.owned()
                     if owned:
-                        await self.consumer._revoke(owned, commit=in_group, lost=not in_group)
+                        await self.consumer.revoke(owned, commit=in_group, lost=not in_group)
                 if m.active:
                     m.leave()
                     self._notify()
@@ -346,7 +345,7 @@ class ConsumerGroupMember:
 
     def _subscription(self) -> MemberSubscription:
         c = self.consumer
-        sub = c._subscription
+        sub = c.subscription
         return MemberSubscription(
             topic_names=frozenset() if sub.is_pattern else sub.topics,
             regex=sub.pattern, server_assignor=self.server_assignor, rack_id=c.rack,
@@ -358,7 +357,7 @@ class ConsumerGroupMember:
             version = conn.version(ApiKey.CONSUMER_GROUP_HEARTBEAT)
         except UnsupportedVersionError as e:
             raise UnsupportedVersionError(f"{NOT_SUPPORTED}: {e}") from e
-        if version < 1 and self.consumer._subscription.is_pattern:
+        if version < 1 and self.consumer.subscription.is_pattern:
             raise UnsupportedVersionError(
                 "a pattern subscription needs ConsumerGroupHeartbeat v1 (SubscribedTopicRegex); "
                 f"{conn.address} offers only v0")
@@ -446,9 +445,9 @@ class ConsumerGroupMember:
     async def _release_lost(self) -> None:
         """Fenced: drop every owned partition as lost, then join again (same member id)."""
         async with self.lock:
-            owned = self.consumer._assignment.owned()
+            owned = self.consumer.owned()
             if owned:
-                await self.consumer._revoke(owned, commit=False, lost=True)
+                await self.consumer.revoke(owned, commit=False, lost=True)
         if self._closing or self.membership.state is not S.FENCED:
             return
         self.membership.join()
@@ -513,22 +512,22 @@ class ConsumerGroupMember:
             return
         c = self.consumer
         async with self.lock:
-            plan = plan_reconciliation(target, self.topic_names, c._assignment.owned())
+            plan = plan_reconciliation(target, self.topic_names, c.owned())
             if plan.unresolved:
                 log.info("group %s: topic ids %s of the target are unknown yet", self.group_id,
                          sorted(map(str, plan.unresolved)))
             if plan.resolved == m.current:
                 return  # nothing new to acknowledge (the rest waits for metadata)
-            if plan.revoked:
-                await c._revoke(plan.revoked, commit=True, lost=False)
-            if joins != m.joins or m.state is not S.RECONCILING or self._stopped:
-                return  # fenced, failed or closing while revoking: add nothing
-            c._assignment.add(plan.added)
-            c._assignment_changed(plan.assigned)
+            taken = await c.take_assignment(
+                plan.revoked, plan.added, plan.assigned,
+                # fenced, failed or closing while revoking: add nothing
+                still_wanted=lambda: (joins == m.joins and m.state is S.RECONCILING
+                                      and not self._stopped))
+            if not taken:
+                return
             log.info("group %s: member %s epoch %d: %d partition(s) kept, %d added, %d revoked",
                      self.group_id, m.member_id, m.epoch,
                      len(plan.assigned) - len(plan.added), len(plan.added), len(plan.revoked))
-            await c._listener_call("assigned", plan.added)
         if m.reconciled_to(plan.resolved, joins):
             self._notify()
             self._wake.set()  # the acknowledgement goes out now
@@ -537,12 +536,12 @@ class ConsumerGroupMember:
         """Learn the names of `topic_ids` from Metadata: subscribed names first, then all."""
         if topic_ids <= self.topic_names.keys():
             return
-        sub = self.consumer._subscription
+        sub = self.consumer.subscription
         attempts: list[list[str] | None] = [] if sub.is_pattern else [sorted(sub.topics)]
         attempts.append(None)
         for topics in attempts:
             try:
-                md = await self.consumer._metadata_for(topics)
+                md = await self.consumer.metadata_for(topics)
             except ClientError as e:
                 log.info("group %s: metadata for topic ids failed (%s)", self.group_id, e)
                 return

@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -50,6 +49,7 @@ from coterie.assign.classic_leader import JoinedMember as LeaderMember
 from coterie.assign.classic_leader import build_spec, lead, subscribed_union
 from coterie.assign.spec import Assignor
 from coterie.client.cluster import ClusterMetadata
+from coterie.client.partition_owner import PartitionOwner
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
 from coterie.client.subscription import AssignmentChange, TopicPartition
 from coterie.wire.consumer_protocol import (
@@ -58,9 +58,6 @@ from coterie.wire.consumer_protocol import (
     decode_assignment,
     encode_subscription,
 )
-
-if TYPE_CHECKING:
-    from coterie.client.consumer import Consumer
 
 log = logging.getLogger("coterie.client.consumer")
 
@@ -112,9 +109,9 @@ class ConsumerRebalanceProtocol(EmbeddedProtocol):
 
     protocol_type = PROTOCOL_TYPE
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: PartitionOwner, assignors: Sequence[Assignor]) -> None:
         self.consumer = consumer
-        self.assignors: list[Assignor] = list(consumer.assignors)
+        self.assignors: list[Assignor] = list(assignors)
         self.cooperative = all(a.cooperative for a in self.assignors)
         #: The generation whose partitions the consumer holds: commits go out in its name.
         #: Kept through a cooperative rejoin (the coordinator accepts commits of the current
@@ -142,9 +139,9 @@ class ConsumerRebalanceProtocol(EmbeddedProtocol):
     # -- hooks --------------------------------------------------------------------------------
     async def metadata(self) -> Sequence[tuple[str, bytes]]:
         c = self.consumer
-        await c._resolve_pattern()
-        topics = tuple(sorted(c._subscription.topics))
-        owned = frozenset(c._assignment.owned())
+        await c.resolve_pattern()
+        topics = tuple(sorted(c.subscription.topics))
+        owned = c.owned()
         return [(a.name, encode_subscription(Subscription(
             topics=topics, user_data=self._user_data(a), owned_partitions=owned,
             generation_id=self.last_generation_id, rack_id=c.rack)))
@@ -156,7 +153,7 @@ class ConsumerRebalanceProtocol(EmbeddedProtocol):
         assignor = self.assignor(generation.protocol_name)
         joined = [LeaderMember(m.member_id, m.group_instance_id, m.metadata) for m in members]
         topics = sorted(subscribed_union(joined))
-        md = await c._metadata_for(topics)
+        md = await c.metadata_for(topics)
         counts = partition_counts(md, topics)
         plan = lead(assignor, joined, {t: n for t, n in counts.items() if n},
                     partition_racks(md, topics))
@@ -176,38 +173,35 @@ class ConsumerRebalanceProtocol(EmbeddedProtocol):
             self.last_generation_id = generation.generation_id
             new = frozenset(TopicPartition(*tp) for tp in decoded.partitions)
             self.last_assigned = new
-            change = AssignmentChange.between(c._assignment.owned(), new)
-            if change.revoked:
-                # Cooperative: partitions moving elsewhere (eager: none, all went in on_revoke).
-                await c._revoke(change.revoked, commit=True, lost=False)
-            c._assignment.add(change.added)
-            c._assignment_changed(new)
+            change = AssignmentChange.between(c.owned(), new)
+            # Cooperative: `revoked` are partitions moving elsewhere (eager: none, all went
+            # in on_revoke).
+            await c.take_assignment(change.revoked, change.added, new)
             log.info("group %s: generation %d: %d partition(s) kept, %d added, %d revoked",
                      c.group_id, generation.generation_id, len(change.kept),
                      len(change.added), len(change.revoked))
-            await c._listener_call("assigned", change.added)
             if change.revoked and self.cooperative:
-                c.member.request_rejoin("KIP-429 follow-up rebalance: partitions were revoked")
+                c.request_rejoin("KIP-429 follow-up rebalance: partitions were revoked")
 
     async def on_revoke(self, generation: Generation) -> None:
         c = self.consumer
         async with self.lock:
-            owned = c._assignment.owned()
-            if self.cooperative and not c._closing:
-                gone = frozenset(tp for tp in owned if not c._subscription.matches(tp.topic))
+            owned = c.owned()
+            if self.cooperative and not c.closing:
+                gone = frozenset(tp for tp in owned if not c.subscription.matches(tp.topic))
                 if gone:
-                    await c._revoke(gone, commit=True, lost=False)
+                    await c.revoke(gone, commit=True, lost=False)
                 return
             if owned:
-                await c._revoke(owned, commit=True, lost=False)
+                await c.revoke(owned, commit=True, lost=False)
             self.generation = None
 
     async def on_lost(self, generation: Generation) -> None:
         c = self.consumer
         async with self.lock:
-            owned = c._assignment.owned()
+            owned = c.owned()
             if owned:
-                await c._revoke(owned, commit=False, lost=True)
+                await c.revoke(owned, commit=False, lost=True)
             self.generation = None
             self.last_generation_id = -1
             self.last_assigned = frozenset()
