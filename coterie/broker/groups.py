@@ -45,7 +45,7 @@ from coterie.group.records.classic import Record
 from coterie.group.result import Result, TimerOp
 from coterie.group.shard import GroupShard, ShardConfig
 from coterie.group.timers import TimerKey, TimerKind
-from coterie.group.topic_image import TopicInfo
+from coterie.group.topic_image import TopicImage, TopicInfo
 
 __all__ = ["GROUP_DEFAULTS", "OFFSETS_TOPIC", "GroupObserver", "GroupRuntime",
            "group_settings", "with_error"]
@@ -225,9 +225,13 @@ class GroupRuntime:
         if not self.loaded:
             return
         now = self.now_ms()
+        # One picture for every shard (built once: a broker may have many topics), at a
+        # version newer than any shard has seen.
+        image = TopicImage.of(topics, max(s.consumer.next_image_version()
+                                          for s in self.shards))
         for shard in self.shards:
             try:
-                self.run_many(shard.on_metadata_change(topics, now))
+                self.run_many(shard.on_metadata_change(image, now))
             except Exception:
                 # Never fail the topic operation itself; the next change retries the picture.
                 log.exception("consumer groups could not take the topic change")

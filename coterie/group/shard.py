@@ -61,7 +61,7 @@ from coterie.group.offsets.store import OffsetCommitRequestEntry, OffsetStore, m
 from coterie.group.records.classic import OffsetCommitKey, Record
 from coterie.group.records.topic_codec import is_consumer_record
 from coterie.group.result import Result, TimerOp
-from coterie.group.topic_image import TopicInfo
+from coterie.group.topic_image import TopicImage, TopicInfo
 
 __all__ = ["GroupShard", "Revert", "ShardConfig", "commit_refusal"]
 
@@ -340,6 +340,7 @@ class GroupShard:
         return self.consumer.describe([group_id])[0]
 
     # == topics ===============================================================================
-    def on_metadata_change(self, topics: Mapping[str, tuple[Any, int] | TopicInfo],
+    def on_metadata_change(self, topics: Mapping[str, tuple[Any, int] | TopicInfo]
+                           | TopicImage,
                            now_ms: int, version: int | None = None) -> Result:
         return self.coordinator.on_metadata_change(topics, now_ms, version)

@@ -7,6 +7,14 @@ after a restart, so live and replayed state cannot differ. A handler first decid
 everything (and may refuse with an error, leaving the group untouched), then applies its
 records, then answers.
 
+This class is the entry point and runs the steps; the package around it holds the parts:
+`heartbeat_request.py` (the checks on a request's face, epoch fencing, what a request changes
+in a member), `member.py` and `group.py` (the state), `target_assignment.py`,
+`reconciliation.py` (revoke before assign), `regex.py` (subscriptions by regex),
+`client_assignment.py` (seed 4's client-side rounds), `changes.py` (the records a change is
+written as), `deadlines.py` (session and revocation timers), `describe.py`
+(ConsumerGroupDescribe).
+
 A ConsumerGroupHeartbeat, step by step (seed 3's "Member Epoch - Reconcile the group"):
 1. Validate the request (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR), then find the group
    (created by a join, GROUP_ID_NOT_FOUND otherwise) and the member (created by a join,
@@ -72,18 +80,21 @@ is recomputed at the next heartbeat.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from coterie.assign.registry import lookup
 from coterie.assign.spec import Assignor, AssignorError
+from coterie.group.consumer.changes import (
+    assignment_record,
+    epoch_record,
+    metadata_record,
+    replace_records,
+)
 from coterie.group.consumer.client_assignment import (
     DEFAULT_TIMEOUT_MS,
     INSTALL_OK,
@@ -102,7 +113,24 @@ from coterie.group.consumer.client_assignment import (
     validate,
 )
 from coterie.group.consumer.config import MIN_REGEX_REFRESH_INTERVAL_MS, ConsumerGroupConfig
+from coterie.group.consumer.deadlines import (
+    cancel_timers,
+    revocation_key,
+    revocation_timers,
+    session_timer,
+)
+from coterie.group.consumer.describe import describe_groups
 from coterie.group.consumer.group import ConsumerGroup, ReplayError, ResolvedRegex
+from coterie.group.consumer.heartbeat_request import (
+    Refused,
+    blank,
+    check_epoch,
+    owned_partitions,
+    tolerate_partial_rejoin,
+    updated_member,
+    validate_request,
+    wire_partitions,
+)
 from coterie.group.consumer.member import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -114,15 +142,11 @@ from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     DescribedConsumerGroup,
-    DescribedConsumerMember,
-    DescribedTopicPartitions,
     ListedConsumerGroup,
-    TopicPartitions,
 )
 from coterie.group.consumer.reconciliation import FencedMember, reconcile
 from coterie.group.consumer.regex import InvalidRegex, compile_regex, resolve
 from coterie.group.consumer.target_assignment import TargetAssignment, compute_target
-from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
 from coterie.group.records.classic import Record
 from coterie.group.records.consumer import (
     CONSUMER_RECORD_KEY_TYPES,
@@ -130,11 +154,9 @@ from coterie.group.records.consumer import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     Partitions,
 )
@@ -142,17 +164,6 @@ from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicImage, TopicInfo
 
-
-class Refused(Exception):
-    """A request answered with an error; nothing has been changed."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-_Refused = Refused
 _KEEP: Any = object()  # "the pending client-side round stays as it is"
 
 
@@ -163,7 +174,7 @@ class ConsumerCoordinator:
                  topics: TopicImage | None = None,
                  client_assignment_timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         self.config = config
-        self._new_member_id = new_member_id
+        self.new_member_id = new_member_id
         self.groups: dict[str, ConsumerGroup] = {}
         self.image = topics or TopicImage()
         # Resolve the configured assignors now, so a misconfiguration fails at start-up.
@@ -224,9 +235,9 @@ class ConsumerCoordinator:
         ops = []
         for group in self.groups.values():
             for m in group.members.values():
-                ops.append(self._session_timer(group.group_id, m.member_id, now_ms, m))
+                ops.append(self.session_timer(group.group_id, m.member_id, now_ms, m))
                 if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol:
-                    ops.append(TimerOp(_revocation_key(group.group_id, m),
+                    ops.append(TimerOp(revocation_key(group.group_id, m),
                                        now_ms + max(m.rebalance_timeout_ms, 0)))
         return ops
 
@@ -236,14 +247,14 @@ class ConsumerCoordinator:
         """One ConsumerGroupHeartbeat. `validated`: the caller already had `check` accept
         this very request (the facade does, to answer before looking for a classic group),
         so the face checks are not run twice."""
-        req = _tolerate_partial_rejoin(req)
+        req = tolerate_partial_rejoin(req)
         try:
             if not validated:
-                self._validate(req)
+                validate_request(req, self._assignors, self.config.assignors)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return self._leave(req, now_ms)
             return self._heartbeat(req, now_ms)
-        except _Refused as refused:
+        except Refused as refused:
             return Result(ConsumerHeartbeatResponse(refused.code, refused.message))
 
     def settled_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
@@ -275,100 +286,51 @@ class ConsumerCoordinator:
         return Result(ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
-        ), timers=[self._session_timer(group.group_id, member.member_id, now_ms, member)])
+        ), timers=[self.session_timer(group.group_id, member.member_id, now_ms, member)])
 
     def check(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse | None:
         """The error answer for a heartbeat that is invalid on its face (before any group is
         looked at), or None. The broker asks this before it looks for a classic group of
         the same id, as Kafka validates the request before finding the group."""
         try:
-            self._validate(_tolerate_partial_rejoin(req))
-        except _Refused as refused:
+            validate_request(tolerate_partial_rejoin(req), self._assignors,
+                             self.config.assignors)
+        except Refused as refused:
             return ConsumerHeartbeatResponse(refused.code, refused.message)
         return None
-
-    def _validate(self, req: ConsumerHeartbeatRequest) -> None:
-        """Kafka's request checks, in Kafka's order and words, plus coterie's two: a v1 member
-        id must be a UUID, and a rebalance timeout below -1 means nothing."""
-        bad = ErrorCode.invalid_request
-        epoch = req.member_epoch
-        needs_id = req.version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH
-        if needs_id and _blank(req.member_id):
-            raise _Refused(bad, "MemberId can't be empty.")
-        if req.version >= 1 and not _blank(req.member_id) and not _is_uuid(req.member_id):
-            raise _Refused(bad, f"MemberId {req.member_id!r} is not a UUID: from version 1 "
-                                "the consumer generates its member id (KIP-1082).")
-        if _blank(req.group_id):
-            raise _Refused(bad, "GroupId can't be empty.")
-        if req.instance_id is not None and _blank(req.instance_id):
-            raise _Refused(bad, "InstanceId can't be empty.")
-        if req.rack_id is not None and _blank(req.rack_id):
-            raise _Refused(bad, "RackId can't be empty.")
-        if too_long(req.group_id):
-            raise _Refused(ErrorCode.invalid_group_id,
-                           f"GroupId is longer than {MAX_STRING_BYTES} bytes.")
-        too_long_field = first_too_long([
-            ("MemberId", req.member_id), ("InstanceId", req.instance_id),
-            ("RackId", req.rack_id), ("ServerAssignor", req.server_assignor),
-            ("SubscribedTopicRegex", req.subscribed_topic_regex),
-            *(("A subscribed topic name", name) for name in req.subscribed_topic_names or ())])
-        if too_long_field is not None:
-            raise _Refused(bad, too_long_field)
-        if epoch == JOIN_EPOCH:
-            if req.rebalance_timeout_ms == -1:
-                raise _Refused(bad, "RebalanceTimeoutMs must be provided in first request.")
-            if req.owned is None or req.owned:
-                raise _Refused(bad, "TopicPartitions must be empty when (re-)joining.")
-            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-                raise _Refused(bad, "Either SubscribedTopicNames or SubscribedTopicRegex must "
-                                    "be non-null when (re-)joining.")
-        elif epoch == STATIC_LEAVE_EPOCH:
-            if req.instance_id is None:
-                raise _Refused(bad, "InstanceId can't be null.")
-        elif epoch < STATIC_LEAVE_EPOCH:
-            raise _Refused(bad, "MemberEpoch is invalid.")
-        if req.rebalance_timeout_ms < -1:
-            raise _Refused(bad, "RebalanceTimeoutMs is invalid.")
-        if req.version == 0 and req.subscribed_topic_regex is not None:
-            raise _Refused(bad, "SubscribedTopicRegex needs ConsumerGroupHeartbeat version 1.")
-        if (req.server_assignor is not None and req.server_assignor not in self._assignors
-                and not is_client_assignor(req.server_assignor)):
-            raise _Refused(ErrorCode.unsupported_assignor,
-                           f"ServerAssignor {req.server_assignor} is not supported. "
-                           f"Supported assignors: {', '.join(self.config.assignors)}.")
 
     def _heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
         joining = req.member_epoch == JOIN_EPOCH
         group = self.groups.get(req.group_id)
         if group is None:
             if not joining:
-                raise _Refused(ErrorCode.group_id_not_found,
+                raise Refused(ErrorCode.group_id_not_found,
                                f"Consumer group {req.group_id} not found.")
             group = ConsumerGroup(req.group_id)  # exists once its first record is applied
         if len(group.members) >= self.config.max_size and req.member_id not in group.members:
-            raise _Refused(ErrorCode.group_max_size_reached,
+            raise Refused(ErrorCode.group_max_size_reached,
                            "The consumer group has reached its maximum capacity of "
                            f"{self.config.max_size} members.")
-        member_id = req.member_id or self._new_member_id()
-        owned = _partitions(req.owned)
+        member_id = req.member_id or self.new_member_id()
+        owned = owned_partitions(req.owned)
         if req.instance_id is None:
             member, replaced = self._dynamic_member(group, member_id, req.member_epoch, owned), None
         else:
             member, replaced = self._static_member(group, member_id, req, owned)
-        updated = _updated(member, req)
-        reconciled, records, timers = self._update_member(group, member, updated, replaced, owned,
+        updated = updated_member(member, req)
+        reconciled, records, timers = self.update_member(group, member, updated, replaced, owned,
                                                           now_ms)
         full = joining or (req.rebalance_timeout_ms != -1 and req.owned is not None and (
             req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         assignment = None
         if full or reconciled.assigned != member.assigned:
-            assignment = _wire(reconciled.assigned)
+            assignment = wire_partitions(reconciled.assigned)
         return Result(ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=member_id, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms, assignment=assignment,
         ), records=records, timers=timers)
 
-    def _update_member(self, group: ConsumerGroup, member: ConsumerMember,
+    def update_member(self, group: ConsumerGroup, member: ConsumerMember,
                        updated: ConsumerMember, replaced: ConsumerMember | None,
                        owned: Partitions | None, now_ms: int,
                        ) -> tuple[ConsumerMember, list[Record], list[TimerOp]]:
@@ -382,9 +344,9 @@ class ConsumerCoordinator:
         removed = [m for m in (group.members.get(member_id), replaced) if m is not None]
         records: list[Record] = []
         if replaced is not None:
-            records += _replace_records(group, replaced, updated)
+            records += replace_records(group, replaced, updated)
         elif not member.same_metadata(updated) or member_id not in group.members:
-            records.append(_metadata_record(group.group_id, updated))
+            records.append(metadata_record(group.group_id, updated))
 
         # Subscriptions: drop regexes nobody uses any more; bump the epoch when the member's
         # topics are known to have changed (a regex new to the group adds none yet: its
@@ -401,7 +363,7 @@ class ConsumerCoordinator:
             topics = group.subscribed_topics_after(removed, [updated], regexes)
             metadata_hash = self.image.metadata_hash(topics)
             group_epoch += 1
-            records.append(_epoch_record(group.group_id, group_epoch, metadata_hash))
+            records.append(epoch_record(group.group_id, group_epoch, metadata_hash))
 
         # Target assignment (or, with a client-side assignor, a round that asks a member).
         round_change, round_timers = _KEEP, []
@@ -430,16 +392,16 @@ class ConsumerCoordinator:
             reconciled = reconcile(updated, target_epoch, my_target, group.partition_epochs,
                                    owned)
         except FencedMember as exc:
-            raise _Refused(ErrorCode.fenced_member_epoch, str(exc)) from None
-        timers = [self._session_timer(group.group_id, member_id, now_ms, reconciled)]
+            raise Refused(ErrorCode.fenced_member_epoch, str(exc)) from None
+        timers = [self.session_timer(group.group_id, member_id, now_ms, reconciled)]
         if replaced is not None:
-            timers += self._cancel_timers(group.group_id, replaced)
+            timers += self.cancel_timers(group.group_id, replaced)
         if reconciled is not updated:
-            records.append(_assignment_record(group.group_id, reconciled))
+            records.append(assignment_record(group.group_id, reconciled))
             if not reconciled.uses_classic_protocol:
                 # Classic members have no revocation timer: they revoke by rejoining, and
                 # their join and sync timers (mixed/classic_members.py) bound how long that takes.
-                timers += _revocation_timers(group.group_id, updated, reconciled, now_ms)
+                timers += revocation_timers(group.group_id, updated, reconciled, now_ms)
         timers += round_timers
         if round_change is None:
             self.client_rounds.pop(group.group_id)
@@ -486,7 +448,7 @@ class ConsumerCoordinator:
             target = compute_target(gid, group_epoch, members, subscriptions, old_targets,
                                     assignor, self.image)
         except AssignorError as exc:
-            raise _Refused(ErrorCode.unknown_server_error,
+            raise Refused(ErrorCode.unknown_server_error,
                            f"Failed to compute a new target assignment for epoch "
                            f"{group_epoch}: {exc}") from None
         if pending is None:
@@ -503,10 +465,10 @@ class ConsumerCoordinator:
         member = group.members.get(member_id)
         if member is None:
             if epoch != JOIN_EPOCH:
-                raise _Refused(ErrorCode.unknown_member_id,
+                raise Refused(ErrorCode.unknown_member_id,
                                f"Member {member_id} is not a member of group {group.group_id}.")
             return ConsumerMember(member_id)
-        _check_epoch(member, epoch, owned)
+        check_epoch(member, epoch, owned)
         return member
 
     def _static_member(self, group: ConsumerGroup, member_id: str, req: ConsumerHeartbeatRequest,
@@ -523,7 +485,7 @@ class ConsumerCoordinator:
                 # second instance, so nothing to release.
                 return existing, None
             if existing.member_epoch != STATIC_LEAVE_EPOCH and not existing.uses_classic_protocol:
-                raise _Refused(ErrorCode.unreleased_instance_id,
+                raise Refused(ErrorCode.unreleased_instance_id,
                                f"Static member {member_id} with instance id {instance_id} "
                                "cannot join the group because the instance id is owned by "
                                f"{existing.member_id} member.")
@@ -531,12 +493,12 @@ class ConsumerCoordinator:
             return replace(existing, member_id=member_id, member_epoch=0,
                            previous_member_epoch=0), existing
         if existing is None:
-            raise _Refused(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+            raise Refused(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
-            raise _Refused(ErrorCode.fenced_instance_id,
+            raise Refused(ErrorCode.fenced_instance_id,
                            f"Static member {member_id} with instance id {instance_id} was "
                            f"fenced by member {existing.member_id}.")
-        _check_epoch(existing, req.member_epoch, owned)
+        check_epoch(existing, req.member_epoch, owned)
         return existing, None
 
     def _update_regexes(self, group: ConsumerGroup, member: ConsumerMember,
@@ -555,7 +517,7 @@ class ConsumerCoordinator:
             try:
                 compile_regex(new)
             except InvalidRegex as exc:
-                raise _Refused(ErrorCode.invalid_regular_expression,
+                raise Refused(ErrorCode.invalid_regular_expression,
                                f"SubscribedTopicRegex `{new}` is not a valid regular "
                                f"expression: {exc}.") from None
         records = []
@@ -624,7 +586,7 @@ class ConsumerCoordinator:
             records.append(Record(ConsumerGroupRegularExpressionKey(group_id, regex), value))
         metadata_hash = self.image.metadata_hash(group.subscribed_topics_after((), (), regexes))
         if changed or metadata_hash != group.metadata_hash:
-            records.append(_epoch_record(group_id, group.group_epoch + 1, metadata_hash))
+            records.append(epoch_record(group_id, group.group_epoch + 1, metadata_hash))
         self._apply(records)
         return Result(records=records)
 
@@ -637,26 +599,26 @@ class ConsumerCoordinator:
     def _leave(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
         group = self.groups.get(req.group_id)
         if group is None:
-            raise _Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
+            raise Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
         if req.instance_id is None:
             member = group.members.get(req.member_id)
             if member is None:
-                raise _Refused(ErrorCode.unknown_member_id,
+                raise Refused(ErrorCode.unknown_member_id,
                                f"Member {req.member_id} is not a member of group "
                                f"{group.group_id}.")
         else:
             found = group.static_member(req.instance_id)
             if found is None:
-                raise _Refused(ErrorCode.unknown_member_id,
+                raise Refused(ErrorCode.unknown_member_id,
                                f"Instance id {req.instance_id} is unknown.")
             if found.member_id != req.member_id:
-                raise _Refused(ErrorCode.fenced_instance_id,
+                raise Refused(ErrorCode.fenced_instance_id,
                                f"Static member {req.member_id} with instance id "
                                f"{req.instance_id} was fenced by member {found.member_id}.")
             member = found
             if req.member_epoch == STATIC_LEAVE_EPOCH:
                 return self._static_leave(group, member)
-        result = self._fence(group, member)
+        result = self.fence(group, member)
         result.response = ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch)
         return result
@@ -666,21 +628,21 @@ class ConsumerCoordinator:
         gets, until it rejoins with its instance id or its session runs out. What it was
         revoking is free at once: it is not using anything while away."""
         away = replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation=NO_PARTITIONS)
-        records = [_assignment_record(group.group_id, away)]
+        records = [assignment_record(group.group_id, away)]
         timers = []
         if member.state is MemberState.UNREVOKED_PARTITIONS:
-            timers.append(TimerOp(_revocation_key(group.group_id, member), None))
+            timers.append(TimerOp(revocation_key(group.group_id, member), None))
         self._apply(records)
         return Result(ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH),
             records=records, timers=timers)
 
-    def _fence(self, group: ConsumerGroup, member: ConsumerMember) -> Result:
+    def fence(self, group: ConsumerGroup, member: ConsumerMember) -> Result:
         """Remove a member (left, session expired, never revoked) and bump the group epoch;
         its partitions are free at once."""
-        return self._fence_members(group, [member])
+        return self.fence_members(group, [member])
 
-    def _fence_members(self, group: ConsumerGroup, members: list[ConsumerMember]) -> Result:
+    def fence_members(self, group: ConsumerGroup, members: list[ConsumerMember]) -> Result:
         """Remove members (tombstones for each) and bump the group epoch once."""
         gid = group.group_id
         records: list[Record] = []
@@ -692,7 +654,7 @@ class ConsumerCoordinator:
                 Record(ConsumerGroupTargetAssignmentMemberKey(gid, mid), None),
                 Record(ConsumerGroupMemberMetadataKey(gid, mid), None),
             ]
-            timers += self._cancel_timers(gid, member)
+            timers += self.cancel_timers(gid, member)
         regexes = dict(group.resolved_regexes)
         for regex in sorted({m.subscribed_topic_regex for m in members} - {None}):
             assert regex is not None
@@ -700,28 +662,18 @@ class ConsumerCoordinator:
                 del regexes[regex]
                 records.append(Record(ConsumerGroupRegularExpressionKey(gid, regex), None))
         topics = group.subscribed_topics_after(members, (), regexes)
-        records.append(_epoch_record(gid, group.group_epoch + 1, self.image.metadata_hash(topics)))
+        records.append(epoch_record(gid, group.group_epoch + 1, self.image.metadata_hash(topics)))
         self._apply(records)
         return Result(records=records, timers=timers)
 
-    def _cancel_timers(self, group_id: str, member: ConsumerMember) -> list[TimerOp]:
-        mid = member.member_id
-        ops = [TimerOp(TimerKey(TimerKind.CONSUMER_SESSION, group_id, mid), None)]
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
-            ops.append(TimerOp(_revocation_key(group_id, member), None))
-        if member.uses_classic_protocol:
-            ops += [TimerOp(TimerKey(TimerKind.CONSUMER_JOIN, group_id, mid), None),
-                    TimerOp(TimerKey(TimerKind.CONSUMER_SYNC, group_id, mid), None)]
-        return ops
+    def cancel_timers(self, group_id: str, member: ConsumerMember) -> list[TimerOp]:
+        return cancel_timers(group_id, member)
 
-    def _session_timer(self, group_id: str, member_id: str, now_ms: int,
-                       member: ConsumerMember | None = None) -> TimerOp:
-        """The session deadline: group.consumer.session.timeout.ms, or for a classic member
-        the session timeout of its last JoinGroup."""
-        timeout = self.config.session_timeout_ms
-        if member is not None and member.classic is not None:
-            timeout = member.classic.session_timeout_ms
-        return TimerOp(TimerKey(TimerKind.CONSUMER_SESSION, group_id, member_id), now_ms + timeout)
+    def session_timer(self, group_id: str, member_id: str, now_ms: int,
+                      member: ConsumerMember | None = None) -> TimerOp:
+        """The member's session deadline (`deadlines.session_timer`)."""
+        return session_timer(group_id, member_id, now_ms, self.config.session_timeout_ms,
+                             member)
 
     # == timers ==============================================================================
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
@@ -740,7 +692,7 @@ class ConsumerCoordinator:
                 member.member_epoch != key.epoch
                 or member.state is not MemberState.UNREVOKED_PARTITIONS):
             return Result()  # it moved on in time
-        return self._fence(group, member)
+        return self.fence(group, member)
 
     # == client-side assignors (coterie extension; rules in consumer/client_assignment.py) ==
     def prepare_assignment(self, req: PrepareAssignmentRequest, now_ms: int) -> Result:
@@ -749,7 +701,7 @@ class ConsumerCoordinator:
         try:
             group = self._assignment_group(req.group_id, req.member_id, req.member_epoch)
             pending = self._pending_round(group, req.member_id)
-        except _Refused as refused:
+        except Refused as refused:
             return Result(PrepareAssignmentResponse(refused.code, refused.message))
         subscriptions = {mid: group.subscription_of(m) for mid, m in group.members.items()}
         return Result(prepare_answer(pending, group.members, subscriptions, group.targets,
@@ -761,11 +713,11 @@ class ConsumerCoordinator:
         try:
             group = self._assignment_group(req.group_id, req.member_id, req.member_epoch)
             if req.group_epoch != group.group_epoch:
-                raise _Refused(ErrorCode.stale_member_epoch,
+                raise Refused(ErrorCode.stale_member_epoch,
                                f"The assignment is for group epoch {req.group_epoch}, but group "
                                f"{group.group_id} is at epoch {group.group_epoch}.")
             pending = self._pending_round(group, req.member_id)
-        except _Refused as refused:
+        except Refused as refused:
             return Result(InstallAssignmentResponse(refused.code, refused.message))
         if req.error != INSTALL_OK:
             return self._fall_back(group, pending, InstallAssignmentResponse(ErrorCode.none))
@@ -793,17 +745,17 @@ class ConsumerCoordinator:
 
     def _assignment_group(self, group_id: str, member_id: str, epoch: int) -> ConsumerGroup:
         """The checks both extension APIs start with (the KIP's order)."""
-        if _blank(group_id):
-            raise _Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
+        if blank(group_id):
+            raise Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
         group = self.groups.get(group_id)
         if group is None:
-            raise _Refused(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+            raise Refused(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         member = group.members.get(member_id)
         if member is None:
-            raise _Refused(ErrorCode.unknown_member_id,
+            raise Refused(ErrorCode.unknown_member_id,
                            f"Member {member_id} is not a member of group {group_id}.")
         if epoch != member.member_epoch:
-            raise _Refused(ErrorCode.stale_member_epoch,
+            raise Refused(ErrorCode.stale_member_epoch,
                            f"The received member epoch {epoch} does not match the expected "
                            f"member epoch {member.member_epoch}.")
         return group
@@ -813,11 +765,11 @@ class ConsumerCoordinator:
         pending = self.client_rounds.get(group.group_id)
         if (pending is None or pending.group_epoch != group.group_epoch
                 or group.assignment_epoch >= group.group_epoch):
-            raise _Refused(ErrorCode.unknown_member_id,
+            raise Refused(ErrorCode.unknown_member_id,
                            f"No client-side assignment of group {group.group_id} is pending "
                            f"at group epoch {group.group_epoch}.")
         if pending.member_id != member_id:
-            raise _Refused(ErrorCode.unknown_member_id,
+            raise Refused(ErrorCode.unknown_member_id,
                            f"Member {member_id} is not the member chosen to compute the "
                            f"assignment of group {group.group_id} at epoch "
                            f"{pending.group_epoch}.")
@@ -856,67 +808,41 @@ class ConsumerCoordinator:
         return self._fall_back(group, pending)
 
     # == topic metadata ======================================================================
-    def on_metadata_change(self, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo],
+    def next_image_version(self) -> int:
+        """The version a new topic picture must have here: above the last one and above
+        every version a loaded regex resolution names."""
+        return max(self.image.version, self._version_floor) + 1
+
+    def on_metadata_change(self,
+                           topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo] | TopicImage,
                            now_ms: int, version: int | None = None) -> Result:
-        """The broker's current topics (name -> (topic id, partition count)). Every group
-        whose subscribed topics changed gets a new epoch. Regexes are not resolved again
-        (Kafka's onNewMetadataImage): a created topic is only noted, so that the next
-        heartbeat allowed to refresh a group's regexes does; a deleted topic stays in
-        resolutions until then."""
+        """The broker's current topics (name -> (topic id, partition count)), or a picture
+        built once for every shard. Every group whose subscribed topics changed gets a new
+        epoch. Regexes are not resolved again (Kafka's onNewMetadataImage): a created topic
+        is only noted, so that the next heartbeat allowed to refresh a group's regexes does;
+        a deleted topic stays in resolutions until then."""
         old = self.image
-        if version is None:
-            version = max(old.version, self._version_floor) + 1
-        self.image = TopicImage.of(topics, version)
+        if isinstance(topics, TopicImage):
+            self.image = topics
+        else:
+            self.image = TopicImage.of(topics, self.next_image_version() if version is None
+                                       else version)
         if self._new_topics_version == -1 or not self.image.by_id.keys() <= old.by_id.keys():
             self._new_topics_version = self.image.version
         records: list[Record] = []
         for group in self.groups.values():
             metadata_hash = self.image.metadata_hash(group.subscribed_topics())
             if metadata_hash != group.metadata_hash:
-                records.append(_epoch_record(group.group_id, group.group_epoch + 1,
+                records.append(epoch_record(group.group_id, group.group_epoch + 1,
                                              metadata_hash))
         self._apply(records)
         return Result(records=records)
 
     # == admin ===============================================================================
     def describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
-        """ConsumerGroupDescribe. A group this coordinator does not know is GROUP_ID_NOT_FOUND
-        (the broker answers the same for a classic group of that name)."""
-        out = []
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            if group is None:
-                out.append(DescribedConsumerGroup(ErrorCode.group_id_not_found, group_id,
-                                                  f"Group {group_id} not found."))
-                continue
-            members = tuple(self._describe_member(group, m)
-                            for m in sorted(group.members.values(), key=lambda m: m.member_id))
-            out.append(DescribedConsumerGroup(
-                ErrorCode.none, group_id, group_state=group.state().value,
-                group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-                assignor_name=group.preferred_assignor(self.config.assignors),
-                members=members))
-        return out
-
-    def _describe_member(self, group: ConsumerGroup, m: ConsumerMember) -> DescribedConsumerMember:
-        return DescribedConsumerMember(
-            member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
-            member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
-            subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
-            subscribed_topic_regex=m.subscribed_topic_regex,
-            assignment=self._named(m.assigned),
-            target_assignment=self._named(group.target_of(m.member_id)),
-            member_type=0 if m.uses_classic_protocol else 1,
-        )
-
-    def _named(self, partitions: Partitions) -> tuple[DescribedTopicPartitions, ...]:
-        """Partitions with their topic names; topics no longer known are left out."""
-        out = []
-        for entry in _wire(partitions):
-            name = self.image.name_of(entry.topic_id)
-            if name is not None:
-                out.append(DescribedTopicPartitions(entry.topic_id, name, entry.partitions))
-        return tuple(out)
+        """ConsumerGroupDescribe (`describe.py`). A group this coordinator does not know is
+        GROUP_ID_NOT_FOUND (the shard answers otherwise for a classic group of that name)."""
+        return describe_groups(self.groups, self.image, self.config.assignors, group_ids)
 
     def list_groups(self) -> list[ListedConsumerGroup]:
         return [ListedConsumerGroup(g.group_id, g.state().value) for g in self.groups.values()]
@@ -938,173 +864,3 @@ class ConsumerCoordinator:
         self._apply(records)
         self.client_rounds.pop(group_id)  # (its timer, if any, finds no round)
         return ErrorCode.none, records
-
-
-
-# -- helpers ------------------------------------------------------------------------------------
-
-# What Java's String.trim() removes: every character up to U+0020.
-_JAVA_TRIMMED = "".join(map(chr, range(33)))
-
-
-def _blank(value: str) -> bool:
-    """Java's String.trim().isEmpty(): only characters up to U+0020."""
-    return not value.lstrip(_JAVA_TRIMMED)
-
-
-@lru_cache(maxsize=65536)
-def _is_uuid(member_id: str) -> bool:
-    """A Kafka Uuid string (22 characters of base64, URL-safe as the Java client writes it or
-    standard as librdkafka does, no padding) or the canonical 36-character form."""
-    if len(member_id) == 22:
-        text = member_id.replace("-", "+").replace("_", "/") + "=="
-        try:
-            return len(base64.b64decode(text, validate=True)) == 16
-        except (binascii.Error, ValueError):
-            return False
-    if len(member_id) == 36:
-        try:
-            uuid.UUID(member_id)
-        except ValueError:
-            return False
-        return True
-    return False
-
-
-def _partitions(owned: tuple[TopicPartitions, ...] | None) -> Partitions | None:
-    if owned is None:
-        return None
-    return frozenset((tp.topic_id, p) for tp in owned for p in tp.partitions)
-
-
-def _wire(partitions: Partitions) -> tuple[TopicPartitions, ...]:
-    by_topic: dict[uuid.UUID, list[int]] = {}
-    for topic_id, p in partitions:
-        by_topic.setdefault(topic_id, []).append(p)
-    return tuple(TopicPartitions(t, tuple(sorted(by_topic[t]))) for t in sorted(by_topic))
-
-
-def _check_epoch(member: ConsumerMember, epoch: int, owned: Partitions | None) -> None:
-    if epoch == JOIN_EPOCH:
-        return
-    if epoch > member.member_epoch:
-        raise _Refused(ErrorCode.fenced_member_epoch,
-                       f"The consumer group member has a greater member epoch ({epoch}) than the "
-                       f"one known by the group coordinator ({member.member_epoch}). The member "
-                       "must abandon all its partitions and rejoin.")
-    if epoch < member.member_epoch and (
-            epoch != member.previous_member_epoch or owned is None
-            or not owned <= member.assigned):
-        raise _Refused(ErrorCode.fenced_member_epoch,
-                       f"The consumer group member has a smaller member epoch ({epoch}) than the "
-                       f"one known by the group coordinator ({member.member_epoch}). The member "
-                       "must abandon all its partitions and rejoin.")
-
-
-# The rebalance timeout a rejoin that omits it gets: the clients' default max.poll.interval.ms,
-# which is what the Java client and librdkafka send as their rebalance timeout.
-DEFAULT_REJOIN_REBALANCE_TIMEOUT_MS = 300_000
-
-
-def _tolerate_partial_rejoin(req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatRequest:
-    """A join (epoch 0) that carries a subscription but omits the rebalance timeout or the
-    owned partitions, read as the join it means: the default rebalance timeout, nothing owned.
-
-    librdkafka (up to 2.16 at least) sends such a join when the application subscribes again
-    right after unsubscribing while a revocation was under way: the leave's answer resets
-    its epoch to 0 but not its join state, so the next heartbeat is not a "full" one. Kafka
-    4.2 refuses it with INVALID_REQUEST, which librdkafka treats as fatal; Kafka's slower
-    answers make that race rarer there than on coterie. A member joining owns nothing the
-    coordinator would honour, so reading null owned partitions as none loses nothing.
-    """
-    if req.member_epoch != JOIN_EPOCH or (
-            req.subscribed_topic_names is None and req.subscribed_topic_regex is None):
-        return req
-    if req.rebalance_timeout_ms != -1 and req.owned is not None:
-        return req
-    return replace(
-        req, owned=() if req.owned is None else req.owned,
-        rebalance_timeout_ms=(DEFAULT_REJOIN_REBALANCE_TIMEOUT_MS
-                              if req.rebalance_timeout_ms == -1 else req.rebalance_timeout_ms))
-
-
-def _updated(member: ConsumerMember, req: ConsumerHeartbeatRequest) -> ConsumerMember:
-    """The member with what the request changed (None, or -1, means unchanged)."""
-    if (req.subscribed_topic_names is None and req.subscribed_topic_regex is None
-            and req.instance_id is None and req.rack_id is None
-            and req.rebalance_timeout_ms == -1 and req.server_assignor is None
-            and req.client_id == member.client_id and req.client_host == member.client_host
-            and member.classic is None):
-        return member  # the steady-state heartbeat: nothing to change, nothing to copy
-    names = member.subscribed_topic_names
-    if req.subscribed_topic_names is not None:
-        names = frozenset(req.subscribed_topic_names)
-    regex = member.subscribed_topic_regex
-    if req.subscribed_topic_regex is not None:
-        regex = req.subscribed_topic_regex or None
-    return replace(
-        member,
-        instance_id=member.instance_id if req.instance_id is None else req.instance_id,
-        rack_id=member.rack_id if req.rack_id is None else req.rack_id,
-        rebalance_timeout_ms=(member.rebalance_timeout_ms if req.rebalance_timeout_ms == -1
-                              else req.rebalance_timeout_ms),
-        server_assignor=member.server_assignor if req.server_assignor is None
-        else req.server_assignor,
-        subscribed_topic_names=names,
-        subscribed_topic_regex=regex,
-        client_id=req.client_id,
-        client_host=req.client_host,
-        classic=None,
-    )
-
-
-def _metadata_record(group_id: str, member: ConsumerMember) -> Record:
-    return Record(ConsumerGroupMemberMetadataKey(group_id, member.member_id),
-                  member.metadata_value())
-
-
-def _assignment_record(group_id: str, member: ConsumerMember) -> Record:
-    return Record(ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id),
-                  member.assignment_value())
-
-
-def _epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
-    return Record(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(epoch,
-                                                                                 metadata_hash))
-
-
-def _replace_records(group: ConsumerGroup, old: ConsumerMember,
-                     new: ConsumerMember) -> list[Record]:
-    """A static member's new incarnation replaces the old one: the old member's tombstones
-    (in the order replay insists on), then the new member with the old one's target and
-    partitions."""
-    gid, old_id, new_id = group.group_id, old.member_id, new.member_id
-    return [
-        Record(ConsumerGroupCurrentMemberAssignmentKey(gid, old_id), None),
-        Record(ConsumerGroupTargetAssignmentMemberKey(gid, old_id), None),
-        Record(ConsumerGroupMemberMetadataKey(gid, old_id), None),
-        _metadata_record(gid, new),
-        Record(ConsumerGroupTargetAssignmentMemberKey(gid, new_id),
-               ConsumerGroupTargetAssignmentMemberValue(group.target_of(old_id))),
-        _assignment_record(gid, new),
-    ]
-
-
-def _revocation_key(group_id: str, member: ConsumerMember) -> TimerKey:
-    return TimerKey(TimerKind.CONSUMER_REVOCATION, group_id, member.member_id,
-                    member.member_epoch)
-
-
-def _revocation_timers(group_id: str, before: ConsumerMember, after: ConsumerMember,
-                       now_ms: int) -> list[TimerOp]:
-    """Arm the revocation timer whenever the member (still or newly) has partitions to give
-    back, cancel it once it has none."""
-    ops = []
-    unrevoked = MemberState.UNREVOKED_PARTITIONS
-    if before.state is unrevoked and (after.state is not unrevoked
-                                      or after.member_epoch != before.member_epoch):
-        ops.append(TimerOp(_revocation_key(group_id, before), None))
-    if after.state is unrevoked:
-        ops.append(TimerOp(_revocation_key(group_id, after),
-                           now_ms + max(after.rebalance_timeout_ms, 0)))
-    return ops

@@ -8,7 +8,7 @@ classic member the generation id is its member epoch and "rejoin" is how it reco
 
 Theory of operation (Apache Kafka 4.x's behaviour, restated):
 
-- JoinGroup runs a heartbeat's steps 3 to 5 (`ConsumerCoordinator._update_member`): the
+- JoinGroup runs a heartbeat's steps 3 to 5 (`ConsumerCoordinator.update_member`): the
   member's subscription is decoded from its first protocol's metadata (topic names, rack,
   and the partitions it owns: KIP-429 cooperative members list them, eager members revoke
   everything before they rejoin and list none), the group epoch is bumped if the
@@ -62,8 +62,9 @@ from coterie.group.classic.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from coterie.group.consumer.coordinator import ConsumerCoordinator, Refused
+from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.group import ConsumerGroup
+from coterie.group.consumer.heartbeat_request import Refused
 from coterie.group.consumer.member import ConsumerMember, MemberState
 from coterie.group.mixed.conversion import by_id, by_name
 from coterie.group.records.consumer import ClassicMemberMetadata
@@ -118,7 +119,7 @@ class ClassicMembers:
     def _join(self, group: ConsumerGroup, req: JoinGroupRequest, now_ms: int) -> Result:
         core = self.core
         unknown = req.member_id == UNKNOWN_MEMBER_ID
-        member_id = core._new_member_id() if unknown else req.member_id
+        member_id = core.new_member_id() if unknown else req.member_id
         if len(group.members) >= core.config.max_size and member_id not in group.members:
             raise Refused(ErrorCode.group_max_size_reached,
                           "The consumer group has reached its maximum capacity of "
@@ -149,7 +150,7 @@ class ClassicMembers:
             classic=ClassicMemberMetadata(req.session_timeout_ms, tuple(req.protocols)),
         )
         owned = by_id(sub.owned_partitions, core.image)
-        reconciled, records, timers = core._update_member(group, member, updated, replaced,
+        reconciled, records, timers = core.update_member(group, member, updated, replaced,
                                                           owned, now_ms)
         gid = group.group_id
         key = (gid, member_id)
@@ -215,7 +216,7 @@ class ClassicMembers:
             SyncGroupResponse(ErrorCode.none, assignment=self.assignment_bytes(member),
                               protocol_type=PROTOCOL_TYPE, protocol_name=protocol_name),
             timers=[TimerOp(TimerKey(TimerKind.CONSUMER_SYNC, gid, mid), None),
-                    self.core._session_timer(gid, mid, now_ms, member)])
+                    self.core.session_timer(gid, mid, now_ms, member)])
 
     def assignment_bytes(self, member: ConsumerMember) -> bytes:
         """The member's usable partitions as a consumer-protocol Assignment, in the version
@@ -236,7 +237,7 @@ class ClassicMembers:
         if req.generation_id != member.member_epoch:
             return Result(ErrorCode.illegal_generation)
         gid = group.group_id
-        timers = [self.core._session_timer(gid, member.member_id, now_ms, member)]
+        timers = [self.core.session_timer(gid, member.member_id, now_ms, member)]
         if self.must_rejoin(group, member):
             return Result(ErrorCode.rebalance_in_progress,
                           timers=timers + self._arm_join(gid, member, now_ms))
@@ -277,7 +278,7 @@ class ClassicMembers:
             leaving[member.member_id] = member
         result = Result()
         if group is not None and leaving:
-            result = self.core._fence_members(group, list(leaving.values()))
+            result = self.core.fence_members(group, list(leaving.values()))
             for mid in leaving:
                 self._forget(group.group_id, mid)
         result.response = LeaveGroupResponse(ErrorCode.none, tuple(outcome))
@@ -295,7 +296,7 @@ class ClassicMembers:
         if group is None or member is None or not member.uses_classic_protocol:
             return Result()
         self._forget(group_id, member_id)
-        return self.core._fence(group, member)
+        return self.core.fence(group, member)
 
     def _arm_join(self, group_id: str, member: ConsumerMember, now_ms: int) -> list[TimerOp]:
         """Arm the member's join timer unless one is already running (it is not extended)."""

@@ -84,7 +84,7 @@ from coterie.group.records.consumer import (
 )
 from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
-from coterie.group.topic_image import TopicInfo
+from coterie.group.topic_image import TopicImage, TopicInfo
 from coterie.wire.consumer_protocol import PROTOCOL_TYPE
 
 UPGRADE_POLICIES = frozenset({"bidirectional", "upgrade"})
@@ -219,7 +219,7 @@ class GroupCoordinator:
             return result
         handed = self.classic.hand_over(classic_group)
         converted = self.consumer.groups[gid]
-        sessions = [self.consumer._session_timer(gid, mid, now_ms, converted.members[mid])
+        sessions = [self.consumer.session_timer(gid, mid, now_ms, converted.members[mid])
                     for mid in classic_group.members if mid in converted.members]
         # Ours go first: the join's own timers (a replaced member's cancels) come after.
         result.records[:0] = conversion
@@ -277,7 +277,7 @@ class GroupCoordinator:
         stable = group.state() is ConsumerGroupState.STABLE
         timers: list[TimerOp] = []
         for member in group.members.values():
-            timers += self.consumer._cancel_timers(group_id, member)
+            timers += self.consumer.cancel_timers(group_id, member)
         timers += self.classic_members.forget_group(group_id)
         timers += self.consumer.forget_round(group_id)
         for record in records:
@@ -299,7 +299,8 @@ class GroupCoordinator:
             return self._maybe_downgrade(group_id, result, now_ms)
         return self.classic.on_timer(key, now_ms)
 
-    def on_metadata_change(self, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo],
+    def on_metadata_change(self, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo]
+                           | TopicImage,
                            now_ms: int, version: int | None = None) -> Result:
         return self.consumer.on_metadata_change(topics, now_ms, version)
 

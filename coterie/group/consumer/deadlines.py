@@ -1,0 +1,51 @@
+"""A consumer group member's deadlines: its session, and the revocation timeout that runs
+while it holds partitions the target gives to others (KIP-848: the member must revoke them
+within its rebalance timeout, or be fenced)."""
+
+from __future__ import annotations
+
+from coterie.group.consumer.member import ConsumerMember, MemberState
+from coterie.group.result import TimerOp
+from coterie.group.timers import TimerKey, TimerKind
+
+
+def session_timer(group_id: str, member_id: str, now_ms: int, default_timeout_ms: int,
+                  member: ConsumerMember | None = None) -> TimerOp:
+    """The session deadline: group.consumer.session.timeout.ms, or for a classic member the
+    session timeout of its last JoinGroup."""
+    timeout = default_timeout_ms
+    if member is not None and member.classic is not None:
+        timeout = member.classic.session_timeout_ms
+    return TimerOp(TimerKey(TimerKind.CONSUMER_SESSION, group_id, member_id), now_ms + timeout)
+
+
+def cancel_timers(group_id: str, member: ConsumerMember) -> list[TimerOp]:
+    """Every deadline the member may have armed, cancelled (it left or was fenced)."""
+    mid = member.member_id
+    ops = [TimerOp(TimerKey(TimerKind.CONSUMER_SESSION, group_id, mid), None)]
+    if member.state is MemberState.UNREVOKED_PARTITIONS:
+        ops.append(TimerOp(revocation_key(group_id, member), None))
+    if member.uses_classic_protocol:
+        ops += [TimerOp(TimerKey(TimerKind.CONSUMER_JOIN, group_id, mid), None),
+                TimerOp(TimerKey(TimerKind.CONSUMER_SYNC, group_id, mid), None)]
+    return ops
+
+
+def revocation_key(group_id: str, member: ConsumerMember) -> TimerKey:
+    return TimerKey(TimerKind.CONSUMER_REVOCATION, group_id, member.member_id,
+                    member.member_epoch)
+
+
+def revocation_timers(group_id: str, before: ConsumerMember, after: ConsumerMember,
+                       now_ms: int) -> list[TimerOp]:
+    """Arm the revocation timer whenever the member (still or newly) has partitions to give
+    back, cancel it once it has none."""
+    ops = []
+    unrevoked = MemberState.UNREVOKED_PARTITIONS
+    if before.state is unrevoked and (after.state is not unrevoked
+                                      or after.member_epoch != before.member_epoch):
+        ops.append(TimerOp(revocation_key(group_id, before), None))
+    if after.state is unrevoked:
+        ops.append(TimerOp(revocation_key(group_id, after),
+                           now_ms + max(after.rebalance_timeout_ms, 0)))
+    return ops
