@@ -5,6 +5,8 @@ revert path, and replay-equals-live for offsets. Driven directly, with virtual t
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.messages import LeavingMember
@@ -276,3 +278,54 @@ def test_groups_map_to_partitions_as_in_kafka():
     assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
     assert partition_for("hello", 50) == 99162322 % 50
     assert partition_for("my-group", 50) == abs(java_string_hash("my-group")) % 50
+
+
+# -- property: offsets replayed from the records equal the live offsets ---------------------
+
+offset_ops = st.lists(st.one_of(
+    st.tuples(st.just("commit"), st.sampled_from(["g", "h", "k"]),
+              st.lists(st.tuples(st.sampled_from(["foo", "bar", "nope"]), st.integers(0, 2),
+                                 st.integers(0, 99)), max_size=3)),
+    st.tuples(st.just("delete"), st.sampled_from(["g", "h", "k"]),
+              st.lists(st.tuples(st.sampled_from(["foo", "bar"]), st.integers(0, 2)),
+                       max_size=3)),
+    st.tuples(st.just("delete_group"), st.sampled_from(["g", "h", "k"]), st.none()),
+    st.tuples(st.just("advance"), st.just(""),
+              st.sampled_from([1_000, 3_600_000, 7 * 86_400_000])),
+    st.tuples(st.just("join"), st.sampled_from(["g", "h"]), st.none()),
+    st.tuples(st.just("leave"), st.sampled_from(["g", "h"]), st.none()),
+), max_size=30)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(offset_ops)
+def test_offsets_replayed_from_records_equal_the_live_ones(sequence):
+    """Commits (standalone and by members), OffsetDelete, DeleteGroups, expiry and members
+    coming and going, in any order: a shard that loads the records written so far has the
+    same offsets and the same durable view, and no operation raises."""
+    h = harness(foo=2, bar=3)
+    members: dict[str, str] = {}
+    for op, gid, arg in sequence:
+        if op == "commit":
+            member = members.get(gid)
+            epoch = h.group(gid).members[member].member_epoch if member else -1
+            commit(h, *[(t, p, o) for t, p, o in arg], group_id=gid,
+                   member_id=member or "", epoch=epoch)
+        elif op == "delete":
+            h.apply(h.shard.offset_delete(OffsetDeleteRequest(gid, tuple(arg))))
+        elif op == "delete_group":
+            h.apply(h.shard.delete_group(gid, h.now))
+        elif op == "advance":
+            h.now += arg
+            h.records += h.shard.expire_offsets(h.now)
+        elif op == "join" and gid not in members:
+            members[gid] = mid(f"{gid}-{len(h.records)}")
+            h.join(members[gid], group_id=gid)
+        elif op == "leave" and gid in members:
+            h.leave(members.pop(gid), group_id=gid)
+        h.shard.committed(h.records)
+    fresh = h.replayed_shard()
+    for gid in ("g", "h", "k"):
+        assert fresh.offsets.fetch_all(gid) == h.shard.offsets.fetch_all(gid)
+    assert fresh.offsets.groups() == h.shard.offsets.groups()
+    assert fresh.durable == h.shard.durable
