@@ -1,6 +1,8 @@
 """The records a consumer group's changes are written as (Kafka 4.2's record types), built
 in one place so that every step that changes a member, the group epoch or a static member's
-incarnation writes the same keys in the order replay accepts."""
+incarnation, removes a member or deletes the group writes the same keys in the order replay
+accepts: a member goes as its assignment, its target, then its metadata; a group's last
+record is its metadata tombstone, once every member and target is gone."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ from coterie.group.records.consumer import (
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
 )
 
 
@@ -32,6 +37,16 @@ def epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
                                                                                  metadata_hash))
 
 
+def member_tombstones(group_id: str, member_id: str) -> list[Record]:
+    """A member removed: its assignment, its target, then its metadata (the order replay
+    insists on)."""
+    return [
+        Record(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
+        Record(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
+        Record(ConsumerGroupMemberMetadataKey(group_id, member_id), None),
+    ]
+
+
 def replace_records(group: ConsumerGroup, old: ConsumerMember,
                      new: ConsumerMember) -> list[Record]:
     """A static member's new incarnation replaces the old one: the old member's tombstones
@@ -39,11 +54,32 @@ def replace_records(group: ConsumerGroup, old: ConsumerMember,
     partitions."""
     gid, old_id, new_id = group.group_id, old.member_id, new.member_id
     return [
-        Record(ConsumerGroupCurrentMemberAssignmentKey(gid, old_id), None),
-        Record(ConsumerGroupTargetAssignmentMemberKey(gid, old_id), None),
-        Record(ConsumerGroupMemberMetadataKey(gid, old_id), None),
+        *member_tombstones(gid, old_id),
         metadata_record(gid, new),
         Record(ConsumerGroupTargetAssignmentMemberKey(gid, new_id),
                ConsumerGroupTargetAssignmentMemberValue(group.target_of(old_id))),
         assignment_record(gid, new),
     ]
+
+
+def regex_record(group_id: str, regex: str,
+                 value: ConsumerGroupRegularExpressionValue) -> Record:
+    """A regex's resolution: the topics it matched, against which image version, when."""
+    return Record(ConsumerGroupRegularExpressionKey(group_id, regex), value)
+
+
+def regex_tombstone(group_id: str, regex: str) -> Record:
+    """A regex nobody subscribes with any more: its resolution goes."""
+    return Record(ConsumerGroupRegularExpressionKey(group_id, regex), None)
+
+
+def deletion_records(group: ConsumerGroup) -> list[Record]:
+    """DeleteGroups of an empty group: the tombstones in an order replay accepts (leftover
+    targets, regex resolutions, the target epoch, the group)."""
+    group_id = group.group_id
+    records = [Record(ConsumerGroupTargetAssignmentMemberKey(group_id, mid), None)
+               for mid in sorted(group.targets)]
+    records += [regex_tombstone(group_id, r) for r in sorted(group.resolved_regexes)]
+    records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(group_id), None))
+    records.append(Record(ConsumerGroupMetadataKey(group_id), None))
+    return records

@@ -7,42 +7,47 @@ after a restart, so live and replayed state cannot differ. A handler first decid
 everything (and may refuse with an error, leaving the group untouched), then applies its
 records, then answers.
 
-This class is the entry point and runs the steps; the package around it holds the parts:
-`heartbeat_request.py` (the checks on a request's face, epoch fencing, what a request changes
-in a member), `member.py` and `group.py` (the state), `target_assignment.py`,
-`reconciliation.py` (revoke before assign), `regex.py` (subscriptions by regex),
-`client_assignment.py` (seed 4's client-side rounds), `changes.py` (the records a change is
-written as), `deadlines.py` (session and revocation timers), `describe.py`
-(ConsumerGroupDescribe).
+This class is the entry point: it holds the state (the groups, the topic picture, the pending
+client-side rounds), runs the steps and applies what they decide. The steps and the parts
+live beside it, each a plain module whose functions receive what they need and return
+records (or a `Result` whose records this class applies):
+- `heartbeat_request.py`: a heartbeat's checks on its face, epoch fencing, what a request
+  changes in a member (`Refused` carries an error answer);
+- `membership.py`: the group and the member a heartbeat or a leave is about (joins, static
+  members taking over from their previous incarnation);
+- `subscriptions.py`: what a subscription change does to the group epoch, and regexes
+  resolved asynchronously (`regex.py`: RE2 matching);
+- `assignment_rounds.py`: the next target (`target_assignment.py` runs a server-side
+  assignor), or a client-side round (`client_assignment.py` has the rules);
+- `reconciliation.py`: one member's step towards its target, revoke before assign;
+- `leaving.py`: leaving, leaving for a while (static members), fencing;
+- `deadlines.py`: session and revocation timers; `topic_changes.py`: topic pictures and
+  the groups a topic change concerns; `changes.py`: the records a change is written as;
+- `member.py`, `group.py`: the state, built only by records; `describe.py`:
+  ConsumerGroupDescribe.
 
 A ConsumerGroupHeartbeat, step by step (seed 3's "Member Epoch - Reconcile the group"):
-1. Validate the request (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR), then find the group
-   (created by a join, GROUP_ID_NOT_FOUND otherwise) and the member (created by a join,
-   UNKNOWN_MEMBER_ID otherwise). Static members (instance id) are found by instance id: a
-   join takes over a member that left temporarily (epoch -2) with all its state, and is
-   refused with UNRELEASED_INSTANCE_ID while the old one is still there; a heartbeat under
-   another member id gets FENCED_INSTANCE_ID.
-2. Check the member epoch: ahead of ours -> FENCED_MEMBER_EPOCH; behind -> accepted only if
-   it is the previous epoch and the member owns a subset of its assignment (the answer that
-   moved it was lost), else FENCED_MEMBER_EPOCH.
+1. Validate the request (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR), then find the group and
+   the member (`membership.py`: created by a join, GROUP_ID_NOT_FOUND / UNKNOWN_MEMBER_ID
+   otherwise; static members by instance id).
+2. Check the member epoch (`heartbeat_request.check_epoch`): ahead of ours ->
+   FENCED_MEMBER_EPOCH; behind -> accepted only if it is the previous epoch and the member
+   owns a subset of its assignment (the answer that moved it was lost), else
+   FENCED_MEMBER_EPOCH.
 3. Update the member with the fields it sent (None means unchanged). New or changed topic
-   names bump the group epoch, as does moving to a regex the group has already resolved, or
-   dropping a regex, or joining a group still at epoch 0. A regex new to the group is not
-   resolved here: it adds no topic yet, and a resolution is asked for (below, "Regexes").
+   names bump the group epoch; a regex new to the group adds no topic yet, a resolution is
+   asked for (`subscriptions.py`).
 4. If the group epoch is ahead of the target epoch, compute a new target with the group's
    assignor (the one most members ask for, else the first configured) and write the members
-   whose target changed. If that assignor is a client-side one ("client:<name>", a coterie
-   extension: `consumer/client_assignment.py` has the rules), open a round instead: one member is
-   asked to compute the target (ConsumerGroupPrepareAssignment) and installs it
-   (ConsumerGroupInstallAssignment); meanwhile members reconcile towards the old target.
+   whose target changed, or, for a client-side assignor, open a round that asks a member for
+   it (`assignment_rounds.py`); meanwhile members reconcile towards the old target.
 5. Reconcile this member towards its target (`reconciliation.reconcile`): revoke before
    assign. Arm its revocation timer while it has partitions to give back.
 6. Re-arm its session timer and answer: its epoch, the heartbeat interval and, when the
    request was a full one or its partitions changed, every partition it may use now.
-
-Leaving: epoch -1 removes the member (tombstones) and bumps the group epoch; epoch -2 (static
-members only) keeps the member and its partitions at epoch -2 until it rejoins under the same
-instance id or its session expires.
+Steps 3 to 5 are `update_member`, which classic members' JoinGroup runs too
+(`mixed/classic_members.py`). A leave (epoch -1, or -2 for a static member that will be back)
+is `leaving.py`'s.
 
 Timers (`TimerKey`s, by kind; `coterie.group.timers`):
 - CONSUMER_SESSION (group, member): no heartbeat within group.consumer.session.timeout.ms
@@ -53,84 +58,62 @@ Timers (`TimerKey`s, by kind; `coterie.group.timers`):
   client-side assignment has not installed one within
   group.consumer.client.assignment.timeout.ms -> the server-side fallback computes it.
 - CONSUMER_REGEX (group): due at once, so that it runs after the heartbeat that asked for
-  it has been answered -> the group's regexes are resolved (below).
-Classic-protocol members of a mixed group (`mixed/classic_members.py`, which shares steps 3 to 5
-through `_update_member`) use the session key with their own JoinGroup session timeout, have
-no revocation timer, and have CONSUMER_JOIN and CONSUMER_SYNC (group, member) timers
-instead; `_cancel_timers` cancels those too when such a member is removed.
+  it has been answered -> the group's regexes are resolved (`subscriptions.py`).
+Classic members of a mixed group have CONSUMER_JOIN and CONSUMER_SYNC timers instead of a
+revocation timer (`deadlines.py`).
 
-Regexes are resolved asynchronously, as in Kafka 4.2 (GroupMetadataManager's
-maybeUpdateRegularExpressions and handleRegularExpressionsResult), so that a member with a
-literal topic and a regex gets the literal topic's partitions first and the matched topics in
-a later epoch, the order clients (librdkafka's tests among them) expect. Every heartbeat, and
-every JoinGroup of a classic member, asks for a resolution of all the group's regexes (the
-CONSUMER_REGEX timer) when none is pending, the last one is more than 10 s old, and either
-a regex is unresolved (a member just brought it), topics were created since the last
-resolution, or it is older than group.consumer.regex.refresh.interval.ms. The timer resolves
-the regexes it was asked for that are still in use against the known topics, writes a record
-for each, and bumps the group epoch if a regex now matches other topics (or the subscribed
-topics' hash moved); the next heartbeat computes the target.
-
-Topic changes come in through `on_metadata_change`: they resolve no regex (a created topic
-only makes the next eligible heartbeat ask for a resolution; a deleted one stays in a
-resolution until the next, and is simply not assigned), and every group whose subscribed
-topics changed (partition count, topic created or deleted) gets a new group epoch; its target
-is recomputed at the next heartbeat.
+Topic changes come in through `on_metadata_change` (`topic_changes.py`): they resolve no
+regex, and every group whose subscribed topics changed gets a new group epoch; its target is
+recomputed at the next heartbeat.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from coterie.assign.registry import lookup
-from coterie.assign.spec import Assignor, AssignorError
+from coterie.assign.spec import Assignor
+from coterie.group.consumer.assignment_rounds import (
+    KEEP,
+    expired,
+    fallback_assignor,
+    install,
+    next_target,
+    prepare,
+)
 from coterie.group.consumer.changes import (
     assignment_record,
-    epoch_record,
+    deletion_records,
     metadata_record,
     replace_records,
 )
 from coterie.group.consumer.client_assignment import (
     DEFAULT_TIMEOUT_MS,
-    INSTALL_OK,
     ClientRounds,
     InstallAssignmentRequest,
-    InstallAssignmentResponse,
-    InstalledAssignor,
-    InvalidAssignment,
-    PendingRound,
     PrepareAssignmentRequest,
-    PrepareAssignmentResponse,
-    can_compute,
-    choose_member,
-    is_client_assignor,
-    prepare_answer,
-    validate,
 )
-from coterie.group.consumer.config import MIN_REGEX_REFRESH_INTERVAL_MS, ConsumerGroupConfig
+from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.deadlines import (
     cancel_timers,
-    revocation_key,
     revocation_timers,
     session_timer,
+    timers_after_load,
 )
 from coterie.group.consumer.describe import describe_groups
-from coterie.group.consumer.group import ConsumerGroup, ReplayError, ResolvedRegex
+from coterie.group.consumer.group import ConsumerGroup, ReplayError
 from coterie.group.consumer.heartbeat_request import (
     Refused,
-    blank,
-    check_epoch,
     owned_partitions,
     tolerate_partial_rejoin,
     updated_member,
     validate_request,
     wire_partitions,
 )
+from coterie.group.consumer.leaving import removal, static_leave
 from coterie.group.consumer.member import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -138,6 +121,7 @@ from coterie.group.consumer.member import (
     ConsumerMember,
     MemberState,
 )
+from coterie.group.consumer.membership import heartbeat_group, heartbeat_member, leaving_member
 from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
@@ -145,8 +129,18 @@ from coterie.group.consumer.messages import (
     ListedConsumerGroup,
 )
 from coterie.group.consumer.reconciliation import FencedMember, reconcile
-from coterie.group.consumer.regex import InvalidRegex, compile_regex, resolve
-from coterie.group.consumer.target_assignment import TargetAssignment, compute_target
+from coterie.group.consumer.subscriptions import (
+    regex_refresh,
+    resolution_records,
+    subscription_change,
+)
+from coterie.group.consumer.target_assignment import TargetAssignment
+from coterie.group.consumer.topic_changes import (
+    creates_topics,
+    epoch_bumps,
+    next_version,
+    picture,
+)
 from coterie.group.records.classic import Record
 from coterie.group.records.consumer import (
     CONSUMER_RECORD_KEY_TYPES,
@@ -155,7 +149,6 @@ from coterie.group.records.consumer import (
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
     Partitions,
@@ -163,8 +156,6 @@ from coterie.group.records.consumer import (
 from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicImage, TopicInfo
-
-_KEEP: Any = object()  # "the pending client-side round stays as it is"
 
 
 class ConsumerCoordinator:
@@ -229,17 +220,14 @@ class ConsumerCoordinator:
         for record in records:
             self.replay(record)
 
+    def _applied(self, result: Result) -> Result:
+        """`result`, decided by one of the step modules, once its records are applied."""
+        self._apply(result.records)
+        return result
+
     def timers_after_load(self, now_ms: int) -> list[TimerOp]:
-        """Deadlines to arm once loading finishes: every member must heartbeat again within
-        its session, and members asked to revoke must still do so in time."""
-        ops = []
-        for group in self.groups.values():
-            for m in group.members.values():
-                ops.append(self.session_timer(group.group_id, m.member_id, now_ms, m))
-                if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol:
-                    ops.append(TimerOp(revocation_key(group.group_id, m),
-                                       now_ms + max(m.rebalance_timeout_ms, 0)))
-        return ops
+        """Deadlines to arm once loading finishes (`deadlines.timers_after_load`)."""
+        return timers_after_load(self.groups.values(), self.config.session_timeout_ms, now_ms)
 
     # == ConsumerGroupHeartbeat ==============================================================
     def heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int,
@@ -252,7 +240,7 @@ class ConsumerCoordinator:
             if not validated:
                 validate_request(req, self._assignors, self.config.assignors)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(req, now_ms)
+                return self._leave(req)
             return self._heartbeat(req, now_ms)
         except Refused as refused:
             return Result(ConsumerHeartbeatResponse(refused.code, refused.message))
@@ -266,9 +254,9 @@ class ConsumerCoordinator:
         checks that on the wire request, before any core value is built); here: the member
         exists under this id (so its ids passed validation when it joined), is at the current
         target epoch and STABLE, its client id and host are the same, and the group's regexes
-        are not due for a resolution (`_regex_refresh`). The general path
-        would write no record, compute no target, keep the member as it is, and answer with
-        its epoch and no assignment after pushing its session timer back: exactly this.
+        are not due for a resolution (`subscriptions.regex_refresh`). The general path would
+        write no record, compute no target, keep the member as it is, and answer with its
+        epoch and no assignment after pushing its session timer back: exactly this.
         (`tests/unit/group/test_consumer_steady_path.py` holds the two paths to the same
         answers.)"""
         group = self.groups.get(group_id)
@@ -280,8 +268,10 @@ class ConsumerCoordinator:
                 or member.state is not MemberState.STABLE or member.classic is not None
                 or member.client_id != client_id or member.client_host != client_host):
             return None
-        if group.has_regexes() and self._regex_refresh(group, member, member, (),
-                                                       now_ms) is not None:
+        if group.has_regexes() and regex_refresh(
+                group, member, member, (), now_ms,
+                refresh_interval_ms=self.config.regex_refresh_interval_ms,
+                new_topics_version=self._new_topics_version) is not None:
             return None  # the general path asks for the resolution this heartbeat is due
         return Result(ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
@@ -300,28 +290,17 @@ class ConsumerCoordinator:
         return None
 
     def _heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
-        joining = req.member_epoch == JOIN_EPOCH
-        group = self.groups.get(req.group_id)
-        if group is None:
-            if not joining:
-                raise Refused(ErrorCode.group_id_not_found,
-                               f"Consumer group {req.group_id} not found.")
-            group = ConsumerGroup(req.group_id)  # exists once its first record is applied
-        if len(group.members) >= self.config.max_size and req.member_id not in group.members:
-            raise Refused(ErrorCode.group_max_size_reached,
-                           "The consumer group has reached its maximum capacity of "
-                           f"{self.config.max_size} members.")
+        """Steps 1 to 6 of a heartbeat that does not leave."""
+        group = heartbeat_group(self.groups, req, self.config.max_size)
         member_id = req.member_id or self.new_member_id()
         owned = owned_partitions(req.owned)
-        if req.instance_id is None:
-            member, replaced = self._dynamic_member(group, member_id, req.member_epoch, owned), None
-        else:
-            member, replaced = self._static_member(group, member_id, req, owned)
+        member, replaced = heartbeat_member(group, member_id, req, owned)
         updated = updated_member(member, req)
         reconciled, records, timers = self.update_member(group, member, updated, replaced, owned,
                                                           now_ms)
-        full = joining or (req.rebalance_timeout_ms != -1 and req.owned is not None and (
-            req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        full = req.member_epoch == JOIN_EPOCH or (
+            req.rebalance_timeout_ms != -1 and req.owned is not None and (
+                req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         assignment = None
         if full or reconciled.assigned != member.assigned:
             assignment = wire_partitions(reconciled.assigned)
@@ -348,25 +327,17 @@ class ConsumerCoordinator:
         elif not member.same_metadata(updated) or member_id not in group.members:
             records.append(metadata_record(group.group_id, updated))
 
-        # Subscriptions: drop regexes nobody uses any more; bump the epoch when the member's
-        # topics are known to have changed (a regex new to the group adds none yet: its
-        # resolution, asked for below, bumps the epoch when it has run). A group at epoch 0
-        # is new and always moves to epoch 1, as in Kafka 4.2.
-        regexes = dict(group.resolved_regexes)
-        regex_records, regex_resolved = self._update_regexes(group, member, updated, removed,
-                                                             regexes)
-        records += regex_records
-        refresh = self._regex_refresh(group, member, updated, removed, now_ms)
-        group_epoch = group.group_epoch
-        if (group_epoch == 0 or regex_resolved
-                or updated.subscribed_topic_names != member.subscribed_topic_names):
-            topics = group.subscribed_topics_after(removed, [updated], regexes)
-            metadata_hash = self.image.metadata_hash(topics)
-            group_epoch += 1
-            records.append(epoch_record(group.group_id, group_epoch, metadata_hash))
+        # Subscriptions (`subscriptions.py`): drop regexes nobody uses any more, bump the
+        # group epoch when the member's topics are known to have changed, and ask for a
+        # resolution of the group's regexes when one is due.
+        change = subscription_change(group, member, updated, removed, self.image, now_ms,
+                                     refresh_interval_ms=self.config.regex_refresh_interval_ms,
+                                     new_topics_version=self._new_topics_version)
+        records += change.records
+        group_epoch, refresh = change.group_epoch, change.refresh
 
         # Target assignment (or, with a client-side assignor, a round that asks a member).
-        round_change, round_timers = _KEEP, []
+        round_change, round_timers = KEEP, []
         target: TargetAssignment | None = None
         if group_epoch > group.assignment_epoch:
             members = dict(group.members)
@@ -377,9 +348,12 @@ class ConsumerCoordinator:
             if replaced is not None:
                 old_targets[member_id] = old_targets.pop(replaced.member_id, NO_PARTITIONS)
             name = group.preferred_assignor(self.config.assignors, removed, [updated])
-            subscriptions = {mid: group.subscription_of(m, regexes) for mid, m in members.items()}
-            target, round_change, round_timers = self._next_target(
-                group, group_epoch, members, subscriptions, old_targets, name, now_ms)
+            subscriptions = {mid: group.subscription_of(m, change.regexes)
+                             for mid, m in members.items()}
+            target, round_change, round_timers = next_target(
+                group, group_epoch, members, subscriptions, old_targets, name, now_ms,
+                rounds=self.client_rounds, assignors=self._assignors,
+                configured=self.config.assignors, image=self.image)
         if target is not None:
             records += target.records
             target_epoch, my_target = group_epoch, target.targets[member_id]
@@ -405,7 +379,7 @@ class ConsumerCoordinator:
         timers += round_timers
         if round_change is None:
             self.client_rounds.pop(group.group_id)
-        elif round_change is not _KEEP:
+        elif round_change is not KEEP:
             self.client_rounds.put(round_change)
         if refresh is not None:
             timers.append(TimerOp(TimerKey(TimerKind.CONSUMER_REGEX, group.group_id), now_ms))
@@ -416,226 +390,15 @@ class ConsumerCoordinator:
             self.groups[group.group_id].regex_refresh = refresh
         return reconciled, records, timers
 
-    def _next_target(self, group: ConsumerGroup, group_epoch: int,
-                     members: Mapping[str, ConsumerMember],
-                     subscriptions: Mapping[str, frozenset[str]],
-                     old_targets: Mapping[str, Partitions], name: str, now_ms: int,
-                     ) -> tuple[TargetAssignment | None, Any, list[TimerOp]]:
-        """The new target for `group_epoch` computed by assignor `name`, or, for a client-side
-        assignor, None while a round asks a member for it. Also returns what becomes of the
-        group's pending round (a new one, None to end it, or _KEEP) and its timer changes.
-        Decides only; the caller applies."""
-        gid = group.group_id
-        pending = self.client_rounds.get(gid)
-        client = is_client_assignor(name)
-        # A group's first target comes from the server-side fallback (bootstrap: a member
-        # reconciled to target epoch 0 would be told epoch 0, which means "join").
-        if client and group.assignment_epoch > 0:
-            current = pending is not None and pending.group_epoch == group_epoch
-            if not (current and now_ms >= pending.deadline_ms):  # (expired: fall back)
-                chosen = None if pending is None else members.get(pending.member_id)
-                if (current and pending.assignor == name and chosen is not None
-                        and can_compute(chosen, name)):
-                    return None, _KEEP, []  # still waiting for the chosen member
-                choice = choose_member(members, name)
-                if choice is not None:
-                    new = self.client_rounds.open(gid, group_epoch, name, choice, now_ms)
-                    timers = [] if pending is None else [TimerOp(pending.timer_key, None)]
-                    timers.append(TimerOp(new.timer_key, new.deadline_ms))
-                    return None, new, timers
-        assignor = self._fallback_assignor() if client else self._assignors[name]
-        try:
-            target = compute_target(gid, group_epoch, members, subscriptions, old_targets,
-                                    assignor, self.image)
-        except AssignorError as exc:
-            raise Refused(ErrorCode.unknown_server_error,
-                           f"Failed to compute a new target assignment for epoch "
-                           f"{group_epoch}: {exc}") from None
-        if pending is None:
-            return target, _KEEP, []
-        return target, None, [TimerOp(pending.timer_key, None)]
-
-    def _fallback_assignor(self) -> Assignor:
-        """The server-side assignor that stands in for a client-side one: the first
-        configured (group.consumer.assignors, default uniform)."""
-        return self._assignors[self.config.assignors[0]]
-
-    def _dynamic_member(self, group: ConsumerGroup, member_id: str, epoch: int,
-                        owned: Partitions | None) -> ConsumerMember:
-        member = group.members.get(member_id)
-        if member is None:
-            if epoch != JOIN_EPOCH:
-                raise Refused(ErrorCode.unknown_member_id,
-                               f"Member {member_id} is not a member of group {group.group_id}.")
-            return ConsumerMember(member_id)
-        check_epoch(member, epoch, owned)
-        return member
-
-    def _static_member(self, group: ConsumerGroup, member_id: str, req: ConsumerHeartbeatRequest,
-                       owned: Partitions | None) -> tuple[ConsumerMember, ConsumerMember | None]:
-        """The member a static heartbeat is about, and the member it replaces (if any)."""
-        instance_id = req.instance_id
-        assert instance_id is not None
-        existing = group.static_member(instance_id)
-        if req.member_epoch == JOIN_EPOCH:
-            if existing is None:
-                return group.members.get(member_id) or ConsumerMember(member_id), None
-            if existing.member_id == member_id:
-                # The same process joining again (e.g. after FENCED_MEMBER_EPOCH): not a
-                # second instance, so nothing to release.
-                return existing, None
-            if existing.member_epoch != STATIC_LEAVE_EPOCH and not existing.uses_classic_protocol:
-                raise Refused(ErrorCode.unreleased_instance_id,
-                               f"Static member {member_id} with instance id {instance_id} "
-                               "cannot join the group because the instance id is owned by "
-                               f"{existing.member_id} member.")
-            # The new incarnation takes over everything the old one had.
-            return replace(existing, member_id=member_id, member_epoch=0,
-                           previous_member_epoch=0), existing
-        if existing is None:
-            raise Refused(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
-        if existing.member_id != member_id:
-            raise Refused(ErrorCode.fenced_instance_id,
-                           f"Static member {member_id} with instance id {instance_id} was "
-                           f"fenced by member {existing.member_id}.")
-        check_epoch(existing, req.member_epoch, owned)
-        return existing, None
-
-    def _update_regexes(self, group: ConsumerGroup, member: ConsumerMember,
-                        updated: ConsumerMember, removed: list[ConsumerMember],
-                        regexes: dict[str, ResolvedRegex]) -> tuple[list[Record], bool]:
-        """The first half of Kafka's maybeUpdateRegularExpressions: tombstones for the regexes
-        this change leaves without users (dropped from `regexes`, the resolutions the rest of
-        the heartbeat sees), and whether the member's regex changed to one whose topics the
-        group already knows: a regex the group has resolved, or no regex at all. That calls
-        for a new group epoch at once; a regex new to the group is only checked here, and
-        is resolved later (`_regex_refresh`)."""
-        old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
-        if new == old:
-            return [], False  # the same regex users as before
-        if new is not None:
-            try:
-                compile_regex(new)
-            except InvalidRegex as exc:
-                raise Refused(ErrorCode.invalid_regular_expression,
-                               f"SubscribedTopicRegex `{new}` is not a valid regular "
-                               f"expression: {exc}.") from None
-        records = []
-        for m in removed:
-            gone = m.subscribed_topic_regex
-            if gone is not None and gone in regexes and group.regex_users_after(
-                    gone, removed, [updated]) <= 0:
-                del regexes[gone]
-                records.append(Record(ConsumerGroupRegularExpressionKey(group.group_id, gone),
-                                      None))
-        if new is None:
-            return records, old is not None
-        return records, group.regex_users(new) > 0 and new in group.resolved_regexes
-
-    def _regex_refresh(self, group: ConsumerGroup, member: ConsumerMember,
-                       updated: ConsumerMember, removed: Iterable[ConsumerMember],
-                       now_ms: int) -> frozenset[str] | None:
-        """The second half of Kafka's maybeUpdateRegularExpressions: the regexes whose
-        resolution this change (`member` becoming `updated`, `removed` leaving) should ask
-        for, or None. Only when the group (after the change) has regexes, none is pending,
-        the last resolution is more than 10 s old (Kafka's fixed batching interval), and
-        one of: a regex is unresolved (the member may just have brought it), a topic was
-        created since the last resolution, or the last resolution is older than
-        group.consumer.regex.refresh.interval.ms. Every regex of the group is resolved
-        together, so that one epoch bump takes all the changes in."""
-        old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
-        brings_new = new is not None and new != old and group.regex_users(new) == 0
-        if not brings_new and not group.has_regexes():
-            return None
-        if group.regex_refresh is not None:
-            return None  # a resolution is pending
-        last = group.last_regex_refresh_ms()
-        if last is not None and now_ms <= last + MIN_REGEX_REFRESH_INTERVAL_MS:
-            return None
-        removed = list(removed)
-        in_use = {r for r in group.regexes_in_use()
-                  if group.regex_users_after(r, removed, [updated]) > 0}
-        if new is not None:
-            in_use.add(new)
-        due = (brings_new or len(in_use) != len(group.resolved_regexes)
-               or group.last_regex_version() < self._new_topics_version
-               or last is None or now_ms > last + self.config.regex_refresh_interval_ms)
-        return frozenset(in_use) if due and in_use else None
-
-    def _resolve_regexes(self, group_id: str, now_ms: int) -> Result:
-        """The "consumer-regex" timer: Kafka's handleRegularExpressionsResult, with the
-        resolution itself done here against the topics known now. Each regex asked for that
-        someone still subscribes with gets a record (a new timestamp and version even when
-        its topics are the same); the group epoch moves if a regex matches other topics than
-        before or the subscribed topics' hash moved."""
-        group = self.groups.get(group_id)
-        if group is None or group.regex_refresh is None:
-            return Result()  # the group went (or was rebuilt) meanwhile
-        wanted, group.regex_refresh = group.regex_refresh, None
-        regexes = dict(group.resolved_regexes)
-        records: list[Record] = []
-        changed = False
-        for regex in sorted(wanted):
-            if group.regex_users(regex) <= 0:
-                continue  # nobody subscribes with it any more
-            value = self._resolve(regex, now_ms)
-            topics = frozenset(value.topics)
-            known = regexes.get(regex)
-            changed |= topics != (frozenset() if known is None else known.topics)
-            regexes[regex] = ResolvedRegex(topics, value.version, value.timestamp_ms)
-            records.append(Record(ConsumerGroupRegularExpressionKey(group_id, regex), value))
-        metadata_hash = self.image.metadata_hash(group.subscribed_topics_after((), (), regexes))
-        if changed or metadata_hash != group.metadata_hash:
-            records.append(epoch_record(group_id, group.group_epoch + 1, metadata_hash))
-        self._apply(records)
-        return Result(records=records)
-
-    def _resolve(self, regex: str, now_ms: int) -> ConsumerGroupRegularExpressionValue:
-        return ConsumerGroupRegularExpressionValue(
-            topics=resolve(regex, self.image.names()), version=self.image.version,
-            timestamp_ms=now_ms)
-
-    # == leaving and fencing =================================================================
-    def _leave(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
-        group = self.groups.get(req.group_id)
-        if group is None:
-            raise Refused(ErrorCode.group_id_not_found, f"Group {req.group_id} not found.")
-        if req.instance_id is None:
-            member = group.members.get(req.member_id)
-            if member is None:
-                raise Refused(ErrorCode.unknown_member_id,
-                               f"Member {req.member_id} is not a member of group "
-                               f"{group.group_id}.")
-        else:
-            found = group.static_member(req.instance_id)
-            if found is None:
-                raise Refused(ErrorCode.unknown_member_id,
-                               f"Instance id {req.instance_id} is unknown.")
-            if found.member_id != req.member_id:
-                raise Refused(ErrorCode.fenced_instance_id,
-                               f"Static member {req.member_id} with instance id "
-                               f"{req.instance_id} was fenced by member {found.member_id}.")
-            member = found
-            if req.member_epoch == STATIC_LEAVE_EPOCH:
-                return self._static_leave(group, member)
+    # == leaving and fencing (`leaving.py`) ===================================================
+    def _leave(self, req: ConsumerHeartbeatRequest) -> Result:
+        group, member = leaving_member(self.groups, req)
+        if req.instance_id is not None and req.member_epoch == STATIC_LEAVE_EPOCH:
+            return self._applied(static_leave(group, member))
         result = self.fence(group, member)
         result.response = ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch)
         return result
-
-    def _static_leave(self, group: ConsumerGroup, member: ConsumerMember) -> Result:
-        """The member will be back (a restart): it keeps its partitions, which nobody else
-        gets, until it rejoins with its instance id or its session runs out. What it was
-        revoking is free at once: it is not using anything while away."""
-        away = replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation=NO_PARTITIONS)
-        records = [assignment_record(group.group_id, away)]
-        timers = []
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
-            timers.append(TimerOp(revocation_key(group.group_id, member), None))
-        self._apply(records)
-        return Result(ConsumerHeartbeatResponse(
-            ErrorCode.none, member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH),
-            records=records, timers=timers)
 
     def fence(self, group: ConsumerGroup, member: ConsumerMember) -> Result:
         """Remove a member (left, session expired, never revoked) and bump the group epoch;
@@ -644,29 +407,10 @@ class ConsumerCoordinator:
 
     def fence_members(self, group: ConsumerGroup, members: list[ConsumerMember]) -> Result:
         """Remove members (tombstones for each) and bump the group epoch once."""
-        gid = group.group_id
-        records: list[Record] = []
-        timers: list[TimerOp] = []
-        for member in members:
-            mid = member.member_id
-            records += [
-                Record(ConsumerGroupCurrentMemberAssignmentKey(gid, mid), None),
-                Record(ConsumerGroupTargetAssignmentMemberKey(gid, mid), None),
-                Record(ConsumerGroupMemberMetadataKey(gid, mid), None),
-            ]
-            timers += self.cancel_timers(gid, member)
-        regexes = dict(group.resolved_regexes)
-        for regex in sorted({m.subscribed_topic_regex for m in members} - {None}):
-            assert regex is not None
-            if regex in regexes and group.regex_users_after(regex, members) <= 0:
-                del regexes[regex]
-                records.append(Record(ConsumerGroupRegularExpressionKey(gid, regex), None))
-        topics = group.subscribed_topics_after(members, (), regexes)
-        records.append(epoch_record(gid, group.group_epoch + 1, self.image.metadata_hash(topics)))
-        self._apply(records)
-        return Result(records=records, timers=timers)
+        return self._applied(removal(group, members, self.image))
 
     def cancel_timers(self, group_id: str, member: ConsumerMember) -> list[TimerOp]:
+        """Every deadline the member may have armed, cancelled (`deadlines.cancel_timers`)."""
         return cancel_timers(group_id, member)
 
     def session_timer(self, group_id: str, member_id: str, now_ms: int,
@@ -679,7 +423,9 @@ class ConsumerCoordinator:
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         kind = key.kind
         if kind is TimerKind.CONSUMER_CLIENT_ASSIGNMENT:
-            return self._client_round_expired(key.group_id, key.epoch)
+            return self._applied(expired(key.group_id, key.epoch, self.groups,
+                                         self.client_rounds, self._fallback_assignor(),
+                                         self.image))
         if kind is TimerKind.CONSUMER_REGEX:
             return self._resolve_regexes(key.group_id, now_ms)
         if kind not in (TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION):
@@ -694,124 +440,39 @@ class ConsumerCoordinator:
             return Result()  # it moved on in time
         return self.fence(group, member)
 
-    # == client-side assignors (coterie extension; rules in consumer/client_assignment.py) ==
+    def _resolve_regexes(self, group_id: str, now_ms: int) -> Result:
+        """The CONSUMER_REGEX timer: the regexes asked for are resolved
+        (`subscriptions.resolution_records`)."""
+        group = self.groups.get(group_id)
+        if group is None or group.regex_refresh is None:
+            return Result()  # the group went (or was rebuilt) meanwhile
+        wanted, group.regex_refresh = group.regex_refresh, None
+        return self._applied(Result(records=resolution_records(group, wanted, self.image,
+                                                                 now_ms)))
+
+    # == client-side assignors (coterie extension; `assignment_rounds.py`) ==================
     def prepare_assignment(self, req: PrepareAssignmentRequest, now_ms: int) -> Result:
-        """ConsumerGroupPrepareAssignment: the group state for the member chosen to compute
-        the pending assignment; UNKNOWN_MEMBER_ID for anyone else (nothing to do)."""
-        try:
-            group = self._assignment_group(req.group_id, req.member_id, req.member_epoch)
-            pending = self._pending_round(group, req.member_id)
-        except Refused as refused:
-            return Result(PrepareAssignmentResponse(refused.code, refused.message))
-        subscriptions = {mid: group.subscription_of(m) for mid, m in group.members.items()}
-        return Result(prepare_answer(pending, group.members, subscriptions, group.targets,
-                                     self.image))
+        """ConsumerGroupPrepareAssignment (`assignment_rounds.prepare`)."""
+        return prepare(req, self.groups, self.client_rounds, self.image)
 
     def install_assignment(self, req: InstallAssignmentRequest, now_ms: int) -> Result:
-        """ConsumerGroupInstallAssignment: a valid assignment from the chosen member becomes
-        the target; an error or an invalid one makes the server-side fallback compute it."""
-        try:
-            group = self._assignment_group(req.group_id, req.member_id, req.member_epoch)
-            if req.group_epoch != group.group_epoch:
-                raise Refused(ErrorCode.stale_member_epoch,
-                               f"The assignment is for group epoch {req.group_epoch}, but group "
-                               f"{group.group_id} is at epoch {group.group_epoch}.")
-            pending = self._pending_round(group, req.member_id)
-        except Refused as refused:
-            return Result(InstallAssignmentResponse(refused.code, refused.message))
-        if req.error != INSTALL_OK:
-            return self._fall_back(group, pending, InstallAssignmentResponse(ErrorCode.none))
-        subscriptions = {mid: group.subscription_of(m) for mid, m in group.members.items()}
-        try:
-            assignment = validate(req.members, group.members, subscriptions, self.image)
-        except InvalidAssignment as exc:
-            return self._fall_back(group, pending, InstallAssignmentResponse(
-                ErrorCode.invalid_request,
-                f"Invalid assignment for group {group.group_id} at epoch {pending.group_epoch}: "
-                f"{exc}. The group falls back to the server-side assignor "
-                f"{self.config.assignors[0]}."))
-        target = compute_target(group.group_id, pending.group_epoch, group.members,
-                                subscriptions, dict(group.targets),
-                                InstalledAssignor(pending.assignor, assignment), self.image)
-        self.client_rounds.pop(group.group_id)
-        self._apply(target.records)
-        return Result(InstallAssignmentResponse(ErrorCode.none), records=target.records,
-                      timers=[TimerOp(pending.timer_key, None)])
+        """ConsumerGroupInstallAssignment (`assignment_rounds.install`)."""
+        return self._applied(install(req, self.groups, self.client_rounds, self._assignors,
+                                     self.config.assignors, self.image))
 
     def forget_round(self, group_id: str) -> list[TimerOp]:
         """Drop a group's pending round (the group is deleted or becomes a classic group)."""
         pending = self.client_rounds.pop(group_id)
         return [] if pending is None else [TimerOp(pending.timer_key, None)]
 
-    def _assignment_group(self, group_id: str, member_id: str, epoch: int) -> ConsumerGroup:
-        """The checks both extension APIs start with (the KIP's order)."""
-        if blank(group_id):
-            raise Refused(ErrorCode.invalid_request, "GroupId can't be empty.")
-        group = self.groups.get(group_id)
-        if group is None:
-            raise Refused(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
-        member = group.members.get(member_id)
-        if member is None:
-            raise Refused(ErrorCode.unknown_member_id,
-                           f"Member {member_id} is not a member of group {group_id}.")
-        if epoch != member.member_epoch:
-            raise Refused(ErrorCode.stale_member_epoch,
-                           f"The received member epoch {epoch} does not match the expected "
-                           f"member epoch {member.member_epoch}.")
-        return group
+    def _fallback_assignor(self) -> Assignor:
+        return fallback_assignor(self._assignors, self.config.assignors)
 
-    def _pending_round(self, group: ConsumerGroup, member_id: str) -> PendingRound:
-        """The group's round for its current epoch, if `member_id` is the one chosen for it."""
-        pending = self.client_rounds.get(group.group_id)
-        if (pending is None or pending.group_epoch != group.group_epoch
-                or group.assignment_epoch >= group.group_epoch):
-            raise Refused(ErrorCode.unknown_member_id,
-                           f"No client-side assignment of group {group.group_id} is pending "
-                           f"at group epoch {group.group_epoch}.")
-        if pending.member_id != member_id:
-            raise Refused(ErrorCode.unknown_member_id,
-                           f"Member {member_id} is not the member chosen to compute the "
-                           f"assignment of group {group.group_id} at epoch "
-                           f"{pending.group_epoch}.")
-        return pending
-
-    def _fall_back(self, group: ConsumerGroup, pending: PendingRound,
-                   response: Any = None) -> Result:
-        """End the round: the server-side fallback computes the target for its epoch."""
-        self.client_rounds.pop(group.group_id)
-        timers = [TimerOp(pending.timer_key, None)]
-        subscriptions = {mid: group.subscription_of(m) for mid, m in group.members.items()}
-        try:
-            target = compute_target(group.group_id, group.group_epoch, group.members,
-                                    subscriptions, dict(group.targets),
-                                    self._fallback_assignor(), self.image)
-        except AssignorError as exc:
-            # Nothing written: the next heartbeat finds the group behind and opens a round.
-            if isinstance(response, InstallAssignmentResponse):
-                response = InstallAssignmentResponse(
-                    ErrorCode.unknown_server_error,
-                    f"Failed to compute a new target assignment for epoch "
-                    f"{group.group_epoch}: {exc}")
-            return Result(response, timers=timers)
-        self._apply(target.records)
-        return Result(response, records=target.records, timers=timers)
-
-    def _client_round_expired(self, group_id: str, group_epoch: int) -> Result:
-        pending = self.client_rounds.get(group_id)
-        if pending is None or pending.group_epoch != group_epoch:
-            return Result()  # installed, fallen back or replaced in time
-        group = self.groups.get(group_id)
-        if group is None or group.group_epoch != group_epoch:
-            # Gone, or moved on: the next heartbeat opens a round for the new epoch.
-            self.client_rounds.pop(group_id)
-            return Result()
-        return self._fall_back(group, pending)
-
-    # == topic metadata ======================================================================
+    # == topic metadata (`topic_changes.py`) =================================================
     def next_image_version(self) -> int:
         """The version a new topic picture must have here: above the last one and above
         every version a loaded regex resolution names."""
-        return max(self.image.version, self._version_floor) + 1
+        return next_version(self.image, self._version_floor)
 
     def on_metadata_change(self,
                            topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo] | TopicImage,
@@ -822,21 +483,10 @@ class ConsumerCoordinator:
         is only noted, so that the next heartbeat allowed to refresh a group's regexes does;
         a deleted topic stays in resolutions until then."""
         old = self.image
-        if isinstance(topics, TopicImage):
-            self.image = topics
-        else:
-            self.image = TopicImage.of(topics, self.next_image_version() if version is None
-                                       else version)
-        if self._new_topics_version == -1 or not self.image.by_id.keys() <= old.by_id.keys():
+        self.image = picture(topics, self.next_image_version() if version is None else version)
+        if self._new_topics_version == -1 or creates_topics(old, self.image):
             self._new_topics_version = self.image.version
-        records: list[Record] = []
-        for group in self.groups.values():
-            metadata_hash = self.image.metadata_hash(group.subscribed_topics())
-            if metadata_hash != group.metadata_hash:
-                records.append(epoch_record(group.group_id, group.group_epoch + 1,
-                                             metadata_hash))
-        self._apply(records)
-        return Result(records=records)
+        return self._applied(Result(records=epoch_bumps(self.groups.values(), self.image)))
 
     # == admin ===============================================================================
     def describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
@@ -849,18 +499,13 @@ class ConsumerCoordinator:
 
     def delete_group(self, group_id: str) -> tuple[ErrorCode, list[Record]]:
         """DeleteGroups for one group: only an empty group may go (NON_EMPTY_GROUP otherwise).
-        Tombstones in an order replay accepts: leftovers, target epoch, group."""
+        Tombstones in an order replay accepts (`changes.deletion_records`)."""
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.group_id_not_found, []
         if group.members:
             return ErrorCode.non_empty_group, []
-        records = [Record(ConsumerGroupTargetAssignmentMemberKey(group_id, mid), None)
-                   for mid in sorted(group.targets)]
-        records += [Record(ConsumerGroupRegularExpressionKey(group_id, r), None)
-                    for r in sorted(group.resolved_regexes)]
-        records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(group_id), None))
-        records.append(Record(ConsumerGroupMetadataKey(group_id), None))
+        records = deletion_records(group)
         self._apply(records)
         self.client_rounds.pop(group_id)  # (its timer, if any, finds no round)
         return ErrorCode.none, records

@@ -1,9 +1,20 @@
 """A consumer group member's deadlines: its session, and the revocation timeout that runs
 while it holds partitions the target gives to others (KIP-848: the member must revoke them
-within its rebalance timeout, or be fenced)."""
+within its rebalance timeout, or be fenced).
+
+Timers are not persisted: after a restart (`timers_after_load`) every member gets a full
+session again, and a member still asked to revoke a full rebalance timeout.
+
+Classic-protocol members of a mixed group (`mixed/classic_members.py`) use the session key
+with their own JoinGroup session timeout, have no revocation timer (they revoke by
+rejoining), and have CONSUMER_JOIN and CONSUMER_SYNC (group, member) timers instead;
+`cancel_timers` cancels those too when such a member is removed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.consumer.member import ConsumerMember, MemberState
 from coterie.group.result import TimerOp
 from coterie.group.timers import TimerKey, TimerKind
@@ -48,4 +59,18 @@ def revocation_timers(group_id: str, before: ConsumerMember, after: ConsumerMemb
     if after.state is unrevoked:
         ops.append(TimerOp(revocation_key(group_id, after),
                            now_ms + max(after.rebalance_timeout_ms, 0)))
+    return ops
+
+
+def timers_after_load(groups: Iterable[ConsumerGroup], session_timeout_ms: int,
+                      now_ms: int) -> list[TimerOp]:
+    """Deadlines to arm once loading finishes: every member must heartbeat again within
+    its session, and members asked to revoke must still do so in time."""
+    ops = []
+    for group in groups:
+        for m in group.members.values():
+            ops.append(session_timer(group.group_id, m.member_id, now_ms, session_timeout_ms, m))
+            if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol:
+                ops.append(TimerOp(revocation_key(group.group_id, m),
+                                   now_ms + max(m.rebalance_timeout_ms, 0)))
     return ops
