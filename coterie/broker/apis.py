@@ -26,6 +26,7 @@ from coterie.broker.handlers import (
     offset_commit,
     offsets,
     produce,
+    producers,
     topics,
 )
 from coterie.wire.extensions import (
@@ -67,6 +68,7 @@ APIS: dict[int, Api] = {
         Api(18, "ApiVersions", 0, 3, api_versions.handle),
         Api(19, "CreateTopics", 2, 7, topics.create_topics),
         Api(20, "DeleteTopics", 1, 6, topics.delete_topics),
+        Api(22, "InitProducerId", 0, 5, producers.init_producer_id),
         Api(23, "OffsetForLeaderEpoch", 2, 4, offsets.offset_for_leader_epoch),
         Api(37, "CreatePartitions", 0, 3, topics.create_partitions),
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups),

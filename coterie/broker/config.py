@@ -25,6 +25,8 @@ DEFAULTS: dict[str, str] = {
     "default.replication.factor": "1",
     "log.retention.check.interval.ms": str(5 * 60 * 1000),
     "log.flush.scheduler.interval.ms": "1000",
+    "producer.id.expiration.ms": str(24 * 60 * 60 * 1000),
+    "producer.id.expiration.check.interval.ms": str(10 * 60 * 1000),
     "queued.max.requests": "500",
     # coterie's own: the most partitions one CreateTopics or CreatePartitions may create, all
     # topics of the request together (Kafka's controller refuses operations of more than
@@ -118,6 +120,9 @@ class BrokerConfig:
         for key in ("node.id", "socket.request.max.bytes", "num.partitions",
                     "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms"):
             self.get_int(key)
+        for key in ("producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"):
+            if self.get_int(key) <= 0:
+                raise ConfigError(f"{key} must be positive")
         self.get_bool("auto.create.topics.enable")
         self.get_bool("group.events.enable")
         if self.get_int("group.events.partitions") <= 0:

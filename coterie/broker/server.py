@@ -32,6 +32,7 @@ from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
 from coterie.broker.handlers.api_versions import unsupported_version_answer
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
+from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.waiters import FetchWaiters
@@ -109,6 +110,7 @@ class Broker:
         self.waiters = FetchWaiters()
         self.logs: LogManager = LogManager.open(config.data_dir, config.props, self.now_ms())
         self.cluster_id = _load_cluster_id(config.data_dir)
+        self.producer_ids = ProducerIdAllocator(config.data_dir)
         self.topics = TopicAdmin(self.logs, self.now_ms)
         props = {**GROUP_DEFAULTS, **config.props}
         partitions = int(props["offsets.topic.num.partitions"])
@@ -130,7 +132,8 @@ class Broker:
         self.topics.listeners.append(self._topics_changed)
         self.services = Services(
             config=config, cluster_id=self.cluster_id, logs=self.logs, topics=self.topics,
-            groups=self.groups, waiters=self.waiters, clock=self.now_ms,
+            groups=self.groups, waiters=self.waiters, producer_ids=self.producer_ids,
+            clock=self.now_ms,
             apis=tuple(ApiRange(a.key, a.min_version, a.max_version)
                        for a in sorted(self.apis.values(), key=lambda a: a.key)))
         self._server: asyncio.base_events.Server | None = None
@@ -197,20 +200,30 @@ class Broker:
         self.logs.close()
 
     async def _housekeeping(self) -> None:
-        """Retention and time-based flushing, on Kafka's check intervals."""
+        """Retention, time-based flushing and producer-id expiry, on Kafka's check
+        intervals."""
         retention_every = self.config.get_int("log.retention.check.interval.ms") / 1000
         flush_every = self.config.get_int("log.flush.scheduler.interval.ms") / 1000
         offsets_every = self.groups.retention_check_interval_ms / 1000
+        producers_every = self.config.get_int("producer.id.expiration.check.interval.ms") / 1000
+        producer_expiration_ms = self.config.get_int("producer.id.expiration.ms")
         next_retention = time.monotonic() + retention_every
         next_offsets = time.monotonic() + offsets_every
+        next_producers = time.monotonic() + producers_every
         while True:
-            await asyncio.sleep(min(flush_every, retention_every, offsets_every))
+            await asyncio.sleep(min(flush_every, retention_every, offsets_every,
+                                    producers_every))
             now = self.now_ms()
             try:
                 self.logs.maybe_flush(now)
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
                     self.logs.enforce_retention(now)
+                if time.monotonic() >= next_producers:
+                    next_producers = time.monotonic() + producers_every
+                    expired = self.logs.expire_producers(now, producer_expiration_ms)
+                    if expired:
+                        log.info("expired %d idle producers", expired)
                 if self.groups.loaded and time.monotonic() >= next_offsets:
                     next_offsets = time.monotonic() + offsets_every
                     expired = self.groups.expire_offsets()

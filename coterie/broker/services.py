@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from coterie.broker.config import BrokerConfig
 from coterie.broker.groups import GroupRuntime
+from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.waiters import FetchWaiters
 from coterie.log.manager import LogManager
@@ -35,8 +37,11 @@ class Services:
     topics: TopicAdmin
     groups: GroupRuntime
     waiters: FetchWaiters
+    producer_ids: ProducerIdAllocator
     clock: Callable[[], int]
     apis: tuple[ApiRange, ...] = ()
+    # The transaction coordinator's runtime (coterie.broker.transactions), once it runs.
+    transactions: Any = None
 
     def now_ms(self) -> int:
         return self.clock()

@@ -47,3 +47,18 @@ class UnknownTopicError(LogError):
 
 class InvalidPartitionsError(LogError):
     """A partition count that is not positive, or CreatePartitions that does not grow."""
+
+
+class OutOfOrderSequenceError(LogError):
+    """An idempotent producer's batch does not follow its last sequence number (Kafka:
+    OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+class InvalidProducerEpochError(LogError):
+    """A producer wrote with an epoch older than the partition has seen (Kafka:
+    INVALID_PRODUCER_EPOCH)."""
+
+
+class InvalidTxnStateError(LogError):
+    """A producer wrote a plain batch while its transaction is open (Kafka:
+    INVALID_TXN_STATE)."""

@@ -309,6 +309,10 @@ class LogManager:
         """Apply retention to every partition; returns the number of segments deleted."""
         return sum(log.enforce_retention(now_ms) for log in self._logs.values())
 
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget idle producers in every partition (producer.id.expiration.ms)."""
+        return sum(log.expire_producers(now_ms, expiration_ms) for log in self._logs.values())
+
     def maybe_flush(self, now_ms: int) -> None:
         for log in self._logs.values():
             log.maybe_flush(now_ms)

@@ -12,6 +12,12 @@ tick does it, since this package starts no threads). A clean close leaves a mark
 without it, open() re-verifies every segment written since the last fsync and cuts off a
 torn tail.
 
+Producer state (coterie.log.producers) rides along: every append is checked against it (a
+retried batch of an idempotent producer is answered with its first offsets and not written
+again), transactions open and close in it (the last stable offset), aborted ones are indexed
+(coterie.log.txn_index) for read_committed fetches, and it is snapshotted at every roll and
+at close, then rebuilt on open from the newest snapshot and the batches after it.
+
 Segments open their .log files through a shared OpenFiles set (coterie.log.open_files), so a
 partition holds a descriptor only while one of its segments is in use; `release_files` gives
 them all back at once (done for partitions just created, which nobody uses yet).
@@ -27,10 +33,23 @@ from pathlib import Path
 
 from coterie.log.batch import assign_offsets, stamp_log_append_time, validate_batches
 from coterie.log.config import INT_MAX, LogConfig
-from coterie.log.errors import LogError, OffsetOutOfRangeError, RecordTooLargeError
+from coterie.log.errors import (
+    CorruptRecordError,
+    LogError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
 from coterie.log.files import TMP_SUFFIX, atomic_write, fsync_dir
 from coterie.log.open_files import OpenFiles, default_open_files
-from coterie.log.record_scan import OffsetAndTimestamp
+from coterie.log.producers import (
+    SNAPSHOT_SUFFIX,
+    BatchMeta,
+    CompletedTxn,
+    PendingUpdate,
+    ProducerEntry,
+    ProducerStates,
+)
+from coterie.log.record_scan import OffsetAndTimestamp, read_varint
 from coterie.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -38,6 +57,9 @@ from coterie.log.segment import (
     Segment,
     parse_segment_base,
 )
+from coterie.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, AbortedTxnIndex
+from coterie.wire.record_batch import HEADER_SIZE, BatchHeader
+from coterie.wire.txn_markers import marker_type
 
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset"
@@ -51,6 +73,7 @@ class AppendInfo:
     last_offset: int
     log_append_time_ms: int  # -1 unless message.timestamp.type=LogAppendTime
     record_count: int
+    duplicate: bool = False  # a retried batch already in the log: nothing was written
 
 
 class PartitionLog:
@@ -74,6 +97,8 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._closed = False
         self.recovered_bytes = 0  # bytes cut off at open; the broker may log it
+        self._producers = ProducerStates()
+        self._aborted = AbortedTxnIndex(directory)
 
     # --------------------------------------------------------------------------- opening
 
@@ -116,6 +141,10 @@ class PartitionLog:
                 path.unlink()
 
         if not bases:
+            for stale in directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+                stale.unlink()
+            for stale in directory.glob(f"*{TXN_INDEX_SUFFIX}"):
+                stale.unlink()
             first = Segment(directory, 0, config, create=True, files=files)
             return cls(directory, config, [first], now_ms, files)
 
@@ -152,7 +181,69 @@ class PartitionLog:
             active.first_append_ms = now_ms
         log = cls(directory, config, segments, now_ms, files)
         log.recovered_bytes = cut
+        log._load_producer_state()
         return log
+
+    def _load_producer_state(self) -> None:
+        """The newest usable snapshot at or below the log end, then every batch after it
+        (a snapshot beyond the end, left by a tail that recovery cut, is removed)."""
+        end = self.log_end_offset
+        self._aborted = AbortedTxnIndex.load(self._directory, list(self._bases), end)
+        start = self.log_start_offset
+        loaded_at = start
+        for offset, path in sorted(self._snapshots(), reverse=True):
+            if offset > end or offset < start:
+                path.unlink()
+                continue
+            try:
+                self._producers = ProducerStates.decode(path.read_bytes())
+            except (CorruptRecordError, OSError):
+                path.unlink()
+                continue
+            loaded_at = offset
+            break
+        if loaded_at < end:
+            self._replay_producers(loaded_at)
+
+    def _snapshots(self) -> list[tuple[int, Path]]:
+        found = []
+        for path in self._directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+            try:
+                found.append((int(path.name[: -len(SNAPSHOT_SUFFIX)]), path))
+            except ValueError:
+                continue
+        return found
+
+    def _replay_producers(self, from_offset: int) -> None:
+        i = max(bisect_right(self._bases, from_offset) - 1, 0)
+        for seg in self._segments[i:]:
+            for pos, fields in seg.headers_from(0):
+                h = BatchHeader(*fields, pos, fields[1] + 12)
+                if h.last_offset < from_offset or h.producer_id < 0:
+                    continue
+                kind = self._marker_of(seg, h) if h.is_control else None
+                for txn in self._producers.replay_batch(h, kind):
+                    self._index_completed(txn, seg.base_offset)
+
+    @staticmethod
+    def _marker_of(seg: Segment, h: BatchHeader) -> int | None:
+        data = seg.read_range(h.position, h.position + h.size)
+        return _control_marker(data, 0)
+
+    def _index_completed(self, txn: CompletedTxn, segment_base: int) -> None:
+        if not txn.aborted:
+            return
+        lso = self._producers.first_unstable_offset()
+        self._aborted.append(segment_base, AbortedTxn(
+            txn.producer_id, txn.first_offset, txn.last_offset,
+            txn.last_offset + 1 if lso is None else lso))
+
+    def _write_snapshot(self) -> None:
+        end = self.log_end_offset
+        atomic_write(self._directory / f"{end:020d}{SNAPSHOT_SUFFIX}", self._producers.encode())
+        for offset, path in sorted(self._snapshots())[:-2]:
+            if offset < end:
+                path.unlink()
 
     # ------------------------------------------------------------------------ properties
 
@@ -180,6 +271,25 @@ class PartitionLog:
         return self._segments[-1].next_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction; the log end if none is open.
+        A read_committed consumer reads below it."""
+        first = self._producers.first_unstable_offset()
+        return self.log_end_offset if first is None else first
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions with records in [fetch_offset, upper_offset)."""
+        return self._aborted.overlapping(fetch_offset, upper_offset)
+
+    def active_producers(self) -> list[ProducerEntry]:
+        """Every producer this partition tracks (DescribeProducers)."""
+        return list(self._producers.entries.values())
+
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for `expiration_ms` (producer.id.expiration.ms)."""
+        return self._producers.expire(now_ms, expiration_ms)
+
+    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
@@ -200,9 +310,15 @@ class PartitionLog:
     # -------------------------------------------------------------------------- writing
 
     def append(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int,
+        *, coordinator: bool = False,
     ) -> AppendInfo:
-        """Validate, number and store a produce request's batches for this partition."""
+        """Validate, number and store a produce request's batches for this partition.
+
+        Batches of idempotent producers are checked against the producer state first
+        (coterie.log.producers): a retry of a batch already here returns the original's
+        offsets with `duplicate` set and writes nothing. `coordinator` marks the broker's own
+        transactional writes and markers, which skip the sequence checks."""
         self._check_open()
         headers = validate_batches(records)
         config = self._config
@@ -221,6 +337,21 @@ class PartitionLog:
         first = self.log_end_offset
         span = sum(h.last_offset_delta + 1 for h in headers)
         last = first + span - 1
+        update = None
+        if not coordinator and any(h.is_control for h in headers):
+            raise CorruptRecordError(
+                "control batches (transaction markers) are written by the broker, not by "
+                "producers")
+        if any(h.producer_id >= 0 for h in headers):
+            markers = [_control_marker(records, h.position) for h in headers if h.is_control]
+            found = self._producers.prepare(headers, first, coordinator=coordinator,
+                                            marker_types=markers)
+            if isinstance(found, BatchMeta):
+                stamped = found.max_timestamp if config.message_timestamp_type == \
+                    "LogAppendTime" else -1
+                return AppendInfo(found.first_offset, found.last_offset, stamped, 0,
+                                  duplicate=True)
+            update = found
         self._maybe_roll(total, last, now_ms)
         data = assign_offsets(records, headers, first, leader_epoch)
         append_time = -1
@@ -229,7 +360,11 @@ class PartitionLog:
             for h in headers:
                 h.max_timestamp = now_ms
             append_time = now_ms
-        self._segments[-1].append(data, headers, first, now_ms)
+        active = self._segments[-1]
+        active.append(data, headers, first, now_ms)
+        if isinstance(update, PendingUpdate):
+            for txn in self._producers.apply(update):
+                self._index_completed(txn, active.base_offset)
         count = sum(h.records_count for h in headers)
         self._unflushed_messages += count
         if self._unflushed_messages >= config.flush_messages:
@@ -266,6 +401,8 @@ class PartitionLog:
         self._segments.append(new)
         self._bases.append(new.base_offset)
         self._sealed_unflushed.append(old)
+        if self._producers.entries:
+            self._write_snapshot()
 
     # -------------------------------------------------------------------------- reading
 
@@ -278,7 +415,8 @@ class PartitionLog:
         seg, start, end = span
         return seg.read_range(start, end)
 
-    def locate(self, offset: int, max_bytes: int) -> tuple[Segment, int, int] | None:
+    def locate(self, offset: int, max_bytes: int,
+               max_offset: int | None = None) -> tuple[Segment, int, int] | None:
         """Where `read(offset, max_bytes)` would read: (segment, start, end) byte positions,
         or None when it would return nothing. Fetch plans a whole response with this before
         reading a byte, then reads each range straight into the response buffer
@@ -289,7 +427,7 @@ class PartitionLog:
             raise OffsetOutOfRangeError(
                 f"Offset {offset} is out of range: the log holds [{start_offset}, {end_offset}]"
             )
-        if offset == end_offset:
+        if offset == end_offset or (max_offset is not None and offset >= max_offset):
             return None
         i = bisect_right(self._bases, offset) - 1
         for seg in self._segments[i:]:
@@ -299,7 +437,17 @@ class PartitionLog:
             if found is None:
                 continue
             start, size = found
-            end = seg.batch_end_within(start, start + size, start + max(max_bytes, 0))
+            limit = start + max(max_bytes, 0)
+            if max_offset is not None and max_offset < seg.next_offset:
+                # read_committed: stop before the batch holding the last stable offset.
+                stop = seg.locate(max_offset)
+                if stop is not None:
+                    if stop[0] <= start:
+                        return None
+                    limit = min(limit, stop[0])
+                    end = seg.batch_end_within(start, start + size, limit)
+                    return seg, start, min(end, stop[0])
+            end = seg.batch_end_within(start, start + size, limit)
             return seg, start, end
         return None
 
@@ -395,6 +543,13 @@ class PartitionLog:
         if seg in self._sealed_unflushed:
             self._sealed_unflushed.remove(seg)
         seg.delete()
+        start = self.log_start_offset
+        self._aborted.drop_before(start)
+        self._aborted.delete_file(seg.base_offset)
+        self._producers.truncate_head(start)
+        for offset, path in self._snapshots():
+            if offset < start:
+                path.unlink()
 
     def close(self) -> None:
         """Flush, leave the clean-shutdown marker, and release the files. Idempotent."""
@@ -402,6 +557,8 @@ class PartitionLog:
             return
         self._segments[-1].seal()
         self.flush()
+        if self._producers.entries:
+            self._write_snapshot()
         self._closed = True
         for seg in self._segments:
             seg.close()
@@ -429,6 +586,21 @@ class PartitionLog:
 
     def _write_recovery_point(self, offset: int) -> None:
         atomic_write(self._directory / RECOVERY_POINT_FILE, f"{offset}\n".encode())
+
+
+def _control_marker(buf: bytes | bytearray | memoryview, position: int) -> int | None:
+    """The marker type (0 ABORT, 1 COMMIT) of the control batch at `position`: its first
+    record's key, read in place (control batches are never compressed)."""
+    try:
+        body = bytes(buf[position + HEADER_SIZE : position + HEADER_SIZE + 64])
+        _, pos = read_varint(body, 0)  # record length
+        pos += 1  # attributes
+        _, pos = read_varint(body, pos)  # timestamp delta
+        _, pos = read_varint(body, pos)  # offset delta
+        size, pos = read_varint(body, pos)
+        return marker_type(body[pos : pos + size]) if size >= 0 else None
+    except Exception:  # a malformed control record is no marker
+        return None
 
 
 def _read_recovery_point(directory: Path) -> int:

@@ -3,6 +3,11 @@
 The broker checks each batch's header and CRC (coterie.log.batch) and rewrites only the base
 offset and leader epoch; the records inside are never decoded. On one node acks=1 and
 acks=all mean the same thing: appended to the local log. acks=0 gets no response at all.
+
+Batches of idempotent producers are checked against the partition's producer state
+(coterie.log.producer_state): a retried batch that is already in the log is acknowledged
+again with its original offsets and not written twice; a gap in sequence numbers or a stale
+epoch is refused with Kafka's codes, and nothing of that partition's request is written.
 """
 
 from __future__ import annotations
@@ -13,7 +18,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import LEADER_EPOCH, RequestContext
-from coterie.log.errors import CorruptRecordError, RecordTooLargeError
+from coterie.log.errors import (
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    RecordTooLargeError,
+)
 
 log = logging.getLogger("coterie.produce")
 
@@ -36,6 +46,12 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
                 "log_start_offset": part.log_start_offset, "error_message": str(e)}
     except RecordTooLargeError as e:
         return {"index": index, "error_code": ErrorCode.message_too_large, "base_offset": -1,
+                "log_start_offset": part.log_start_offset, "error_message": str(e)}
+    except (OutOfOrderSequenceError, InvalidProducerEpochError) as e:
+        code = (ErrorCode.out_of_order_sequence_number if isinstance(e, OutOfOrderSequenceError)
+                else ErrorCode.invalid_producer_epoch)
+        log.info("refused batch from %s for %s-%d: %s", ctx.who, topic, index, e)
+        return {"index": index, "error_code": code, "base_offset": -1,
                 "log_start_offset": part.log_start_offset, "error_message": str(e)}
     services.waiters.notify(topic, index)
     return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,

@@ -1,0 +1,42 @@
+"""InitProducerId for idempotent producers: a fresh producer id, epoch 0.
+
+Every Kafka client since 3.0 starts with it (idempotence is on by default), before its first
+Produce. A producer without a transactional id is known only by its id, so Kafka's rule is
+simple and coterie follows it: every such request gets a new id, whatever id and epoch it
+carries (a producer bumps its epoch this way after losing track of its sequence numbers,
+KIP-360; a new id serves that just as well, since nothing else is tied to the old one).
+
+Transactional ids are the transaction coordinator's; until coterie has one, they are refused
+with a message that says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coterie.broker.context import RequestContext
+from coterie.log.errors import StorageError
+
+log = logging.getLogger("coterie.producers")
+
+
+def init_producer_id(ctx: RequestContext, request: Any) -> Any:
+    def answer(error: ErrorCode, producer_id: int = -1, epoch: int = -1,
+               message: str | None = None) -> Any:
+        if message:  # the response has no error message field: the log says why
+            log.warning("%s: InitProducerId refused (%s): %s", ctx.who, error.name, message)
+        return ctx.respond({"throttle_time": 0, "error_code": error,
+                            "producer_id": producer_id, "producer_epoch": epoch})
+
+    if request.transactional_id is not None:
+        return answer(ErrorCode.transactional_id_authorization_failed,
+                      message="coterie does not support transactions yet")
+    try:
+        producer_id = ctx.services.producer_ids.next_id()
+    except (StorageError, OSError) as e:
+        log.error("cannot allocate a producer id: %s", e)
+        return answer(ErrorCode.coordinator_not_available, message=str(e))
+    return answer(ErrorCode.none, producer_id, 0)

@@ -1,0 +1,88 @@
+"""The Java client's producer with its default settings (idempotence on since Kafka 3.0),
+against a coterie broker: Kafka 4.2.1's console producer and producer perf test, as a new
+user would try them first.
+
+Before coterie served InitProducerId both failed at once ("The node does not support
+INIT_PRODUCER_ID"). Now: every line the console producer reads is stored exactly once, in
+order, in batches carrying a producer id; the perf test sends all its records and exits 0.
+
+The jars come from the reference broker's Maven cache (scripts/reference_kafka.py); the tests
+skip, naming what is missing, when `java` or `mvn` is not on PATH.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tests.fixtures.reference_broker import load_reference_kafka, reference_tools_missing
+from tests.integration.clients import consume
+from tests.integration.test_data_plane_raw import create, list_offset
+from tests.integration.test_idempotent_producer import stored_producers
+from tests.integration.test_java_console_consumer_848 import JVM_OPTIONS, LOG4J2_PROPERTIES
+from tests.kafka_raw import RawConnection
+
+CONSOLE_PRODUCER_MAIN = "org.apache.kafka.tools.ConsoleProducer"
+PERF_TEST_MAIN = "org.apache.kafka.tools.ProducerPerformance"
+LATEST = -1
+
+
+@pytest.fixture(scope="module")
+def kafka_lib() -> Path:
+    """Kafka 4.2.1's jars (fetched with Maven on first use); skip without java or mvn."""
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip("the Java producer tests need java and mvn on PATH: missing "
+                    + ", ".join(missing))
+    rk = load_reference_kafka()
+    return Path(rk.fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True)))
+
+
+def _java(lib: Path, workdir: Path, main: str, args: list[str], stdin: bytes = b"",
+          timeout: float = 120) -> subprocess.CompletedProcess:
+    log4j = workdir / "java-producer-log4j2.properties"
+    log4j.write_text(LOG4J2_PROPERTIES)
+    cmd = ["java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{lib}/*",
+           main, *args]
+    return subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
+
+
+def test_console_producer_with_defaults(coterie, kafka_lib, tmp_path):
+    topic = f"console-{uuid.uuid4().hex[:8]}"
+    with RawConnection(coterie.host, coterie.port) as conn:
+        assert create(conn, topic, 1).error_code == ErrorCode.none
+    lines = [f"line-{i:04d}" for i in range(200)]
+    done = _java(kafka_lib, tmp_path, CONSOLE_PRODUCER_MAIN,
+                 ["--bootstrap-server", coterie.bootstrap, "--topic", topic],
+                 stdin="".join(f"{line}\n" for line in lines).encode())
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
+    got = consume("confluent", coterie.bootstrap, {topic: 1}, len(lines))
+    assert [r.value.decode() for r in got.records] == lines  # once each, in order
+    with RawConnection(coterie.host, coterie.port) as conn:
+        written = stored_producers(conn, topic, 1)
+    assert sum(written.values()) == len(lines)
+    assert list(written) != [-1] and -1 not in written, written
+
+
+def test_producer_perf_test_with_defaults(coterie, kafka_lib, tmp_path):
+    topic = f"perf-{uuid.uuid4().hex[:8]}"
+    with RawConnection(coterie.host, coterie.port) as conn:
+        assert create(conn, topic, 2).error_code == ErrorCode.none
+    records = 20_000
+    done = _java(kafka_lib, tmp_path, PERF_TEST_MAIN,
+                 ["--topic", topic, "--num-records", str(records), "--record-size", "100",
+                  "--throughput", "-1",
+                  "--producer-props", f"bootstrap.servers={coterie.bootstrap}"])
+    out = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:] + out[-2000:]
+    assert f"{records} records sent" in out, out[-2000:]
+    with RawConnection(coterie.host, coterie.port) as conn:
+        ends = [list_offset(conn, topic, p, LATEST).offset for p in range(2)]
+        written = stored_producers(conn, topic, 2)
+    assert sum(ends) == records
+    assert -1 not in written and sum(written.values()) == records, written
