@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsLog
+from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsLog, TxnMarker, TxnRecord
 from coterie.group.classic.coordinator import ClassicConfig
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.limits import MAX_STRING_BYTES
@@ -174,6 +174,11 @@ class GroupRuntime:
                 partition_for(group_id, len(self.shards))]
         return shard
 
+    def partition_of(self, group_id: str) -> int:
+        """The __consumer_offsets partition holding `group_id` (a transaction that commits
+        its offsets adds this partition)."""
+        return self.shard_for(group_id).partition
+
     def group_ids(self) -> list[str]:
         """Every group of every shard (classic and consumer)."""
         return [g.group_id for shard in self.shards for g in shard.coordinator.groups()]
@@ -195,11 +200,16 @@ class GroupRuntime:
         count = skipped = 0
         for shard in self.shards:
             for chunk in self.log.read(shard.partition):
-                for record in chunk:
-                    if record is None:
+                for item in chunk:
+                    if item is None:
                         skipped += 1
                         continue
-                    shard.replay(record)
+                    if isinstance(item, TxnMarker):
+                        shard.replay_marker(item.producer_id, item.commit)
+                    elif isinstance(item, TxnRecord):
+                        shard.replay(item.record, item.producer_id)
+                    else:
+                        shard.replay(item)
                     count += 1
                 await asyncio.sleep(0)
         now = self.now_ms()
@@ -276,16 +286,18 @@ class GroupRuntime:
         revert = None
         if result.records:
             try:
-                self.log.append(shard.partition, result.records, self.now_ms())
+                self.log.append(shard.partition, result.records, self.now_ms(),
+                                result.producer)
             except Exception:
                 log.exception("could not persist %d records of group %s",
                               len(result.records), group_id)
                 error = ErrorCode.coordinator_not_available
                 response = with_error(response, error)
                 completed = [(t, with_error(r, error)) for t, r in completed]
-                revert = shard.revert(group_id, result.records, self.now_ms())
+                revert = shard.revert(group_id, result.records, self.now_ms(),
+                                      result.producer)
             else:
-                shard.committed(result.records)
+                shard.committed(result.records, result.producer)
         self._apply_timers(timers)
         if revert is not None:
             if revert.rebuilt:
@@ -371,8 +383,19 @@ class GroupRuntime:
         `min_segments` segments is rewritten as the last value of every live key its shard
         holds (`OffsetsLog.compact`). Returns partitions compacted."""
         now = self.now_ms()
+        # A partition with open transactions waits: their pending offsets belong in their
+        # producers' transactional batches, which a snapshot of live values cannot restate.
         return sum(self.log.compact(shard.partition, list(shard.durable.values()), now,
-                                    min_segments) for shard in self.shards)
+                                    min_segments)
+                   for shard in self.shards if not shard.has_open_transactions())
+
+    def end_transaction(self, partition: int, producer: tuple[int, int], commit: bool,
+                        coordinator_epoch: int) -> None:
+        """Write the marker of `producer`'s transaction to a __consumer_offsets partition,
+        then let its shard commit or drop the transaction's pending offsets. Raises if the
+        marker could not be written (the transaction coordinator retries)."""
+        self.log.append_marker(partition, producer, commit, coordinator_epoch, self.now_ms())
+        self.shards[partition].replay_marker(producer[0], commit)
 
     def close(self) -> None:
         for handle in self._timers.values():

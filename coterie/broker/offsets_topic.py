@@ -1,10 +1,12 @@
 """Where the group runtime's records go: the partitions of `__consumer_offsets`.
 
-The runtime (`coterie.broker.groups`) needs four things of its log: append a result's records
-to one partition as one batch, read a partition's records back at start-up, say how many
-partitions there are, and rewrite a partition as a snapshot (compaction). `OffsetsLog` names
-them; `OffsetsTopic` does them on the broker's real log, `MemoryOffsetsLog` in memory, for
-tests of the runtime (it can also be told to refuse appends, like a full disk).
+The runtime (`coterie.broker.groups`) needs these things of its log: append a result's
+records to one partition as one batch (a transactional batch of a producer, for
+TxnOffsetCommit), append a transaction marker, read a partition's records back at start-up
+(with the producer of transactional ones, and the markers), say how many partitions there
+are, and rewrite a partition as a snapshot (compaction). `OffsetsLog` names them;
+`OffsetsTopic` does them on the broker's real log, `MemoryOffsetsLog` in memory, for tests of
+the runtime (it can also be told to refuse appends, like a full disk).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import datetime
 import io
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from kio.records.readers import read_batch
@@ -24,22 +27,52 @@ from coterie.group.records.classic_codec import UnknownRecordType
 from coterie.group.records.topic_codec import decode, encode
 from coterie.log.manager import LogManager
 from coterie.log.partition import PartitionLog
+from coterie.wire.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG
+from coterie.wire.txn_markers import COMMIT, control_batch, marker_type
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 SNAPSHOT_CHUNK = 1000  # records per batch when a partition is rewritten as a snapshot
 
 
+@dataclass(frozen=True, slots=True)
+class TxnRecord:
+    """A record written in a transactional batch of `producer_id` (a TxnOffsetCommit)."""
+
+    record: Record
+    producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """The end of `producer_id`'s transaction in this partition."""
+
+    producer_id: int
+    commit: bool
+
+
+# What reading a partition yields, in log order. None: a record of a type this version
+# cannot read.
+Logged = Record | TxnRecord | TxnMarker | None
+
+
 class OffsetsLog(Protocol):
     partitions: int
 
-    def append(self, partition: int, records: list[Record], now_ms: int) -> None:
-        """Append `records` as one batch; raises if they could not be made durable."""
+    def append(self, partition: int, records: list[Record], now_ms: int,
+               producer: tuple[int, int] | None = None) -> None:
+        """Append `records` as one batch (a transactional batch of the (producer id,
+        epoch) `producer`, if set); raises if they could not be made durable."""
         ...
 
-    def read(self, partition: int) -> Iterator[list[Record | None]]:
+    def append_marker(self, partition: int, producer: tuple[int, int], commit: bool,
+                      coordinator_epoch: int, now_ms: int) -> None:
+        """Append the COMMIT or ABORT marker of `producer`'s transaction."""
+        ...
+
+    def read(self, partition: int) -> Iterator[list[Logged]]:
         """The partition's records in log order, in chunks (the loader yields to the event
-        loop between them); None stands for a record of a type this version cannot read."""
+        loop between them)."""
         ...
 
     def compact(self, partition: int, live: list[Record], now_ms: int,
@@ -62,20 +95,27 @@ class OffsetsTopic:
             raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is missing")
         return part
 
-    def append(self, partition: int, records: list[Record], now_ms: int) -> None:
+    def append(self, partition: int, records: list[Record], now_ms: int,
+               producer: tuple[int, int] | None = None) -> None:
         stamp = datetime.datetime.fromtimestamp(now_ms / 1000, datetime.UTC)
         wire = []
         for i, record in enumerate(records):
             key, value = encode(record)
             wire.append(WireRecord(attributes=0, timestamp=stamp, offset=i, key=key,
                                    value=value, headers=()))
+        producer_id, epoch = producer if producer is not None else (-1, -1)
         buf = io.BytesIO()
-        write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1,
-                                            base_sequence=-1, records=tuple(wire),
-                                            attributes=0))
-        self._partition(partition).append(buf.getvalue(), 0, now_ms)
+        write_new_batch(buf, NewRecordBatch(
+            producer_id=producer_id, producer_epoch=epoch, base_sequence=-1,
+            records=tuple(wire), attributes=0 if producer is None else TRANSACTIONAL_FLAG))
+        self._partition(partition).append(buf.getvalue(), 0, now_ms, coordinator=True)
 
-    def read(self, partition: int) -> Iterator[list[Record | None]]:
+    def append_marker(self, partition: int, producer: tuple[int, int], commit: bool,
+                      coordinator_epoch: int, now_ms: int) -> None:
+        batch = control_batch(producer[0], producer[1], commit, coordinator_epoch, now_ms)
+        self._partition(partition).append(batch, 0, now_ms, coordinator=True)
+
+    def read(self, partition: int) -> Iterator[list[Logged]]:
         part = self.logs.partition(OFFSETS_TOPIC, partition)
         if part is None:
             return
@@ -84,19 +124,29 @@ class OffsetsTopic:
             data = part.read(offset, LOAD_CHUNK_BYTES)
             if not data:
                 break
-            chunk: list[Record | None] = []
+            chunk: list[Logged] = []
             pos = 0
             while pos < len(data):
                 batch, size = read_batch(data, pos)
                 pos += size
+                control = bool(batch.attributes & CONTROL_FLAG)
+                transactional = bool(batch.attributes & TRANSACTIONAL_FLAG)
                 for wire in batch.records:
                     offset = wire.offset + 1
                     if wire.offset < part.log_start_offset or wire.key is None:
                         continue
+                    if control:
+                        kind = marker_type(wire.key)
+                        if kind is not None:
+                            chunk.append(TxnMarker(batch.producer_id, kind == COMMIT))
+                        continue
                     try:
-                        chunk.append(decode(wire.key, wire.value))
+                        record = decode(wire.key, wire.value)
                     except UnknownRecordType:
                         chunk.append(None)
+                        continue
+                    chunk.append(TxnRecord(record, batch.producer_id) if transactional
+                                 else record)
                 offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
             yield chunk
 
@@ -123,15 +173,24 @@ class MemoryOffsetsLog:
 
     def __init__(self, partitions: int) -> None:
         self.partitions = partitions
-        self.batches: dict[int, list[list[Record]]] = {i: [] for i in range(partitions)}
+        self.batches: dict[int, list[list[Logged]]] = {i: [] for i in range(partitions)}
         self.failing = False
 
-    def append(self, partition: int, records: list[Record], now_ms: int) -> None:
+    def append(self, partition: int, records: list[Record], now_ms: int,
+               producer: tuple[int, int] | None = None) -> None:
         if self.failing:
             raise OSError("no space left on device (MemoryOffsetsLog.failing)")
-        self.batches[partition].append(list(records))
+        self.batches[partition].append(
+            list(records) if producer is None
+            else [TxnRecord(r, producer[0]) for r in records])
 
-    def read(self, partition: int) -> Iterator[list[Record | None]]:
+    def append_marker(self, partition: int, producer: tuple[int, int], commit: bool,
+                      coordinator_epoch: int, now_ms: int) -> None:
+        if self.failing:
+            raise OSError("no space left on device (MemoryOffsetsLog.failing)")
+        self.batches[partition].append([TxnMarker(producer[0], commit)])
+
+    def read(self, partition: int) -> Iterator[list[Logged]]:
         for batch in self.batches[partition]:
             yield list(batch)
 

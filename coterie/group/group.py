@@ -56,9 +56,10 @@ class Group(Protocol):
         ...
 
     def commit_refusal(self, member_id: str, epoch: int, instance_id: str | None,
-                       version: int) -> Refusal | None:
+                       version: int, transactional: bool = False) -> Refusal | None:
         """OffsetCommit fencing: why this member may not commit, or None. `epoch` is the
-        request's generation id or member epoch; `version` the OffsetCommit version."""
+        request's generation id or member epoch; `version` the OffsetCommit version;
+        `transactional` for TxnOffsetCommit, which Kafka fences a little differently."""
         ...
 
     def fetch_refusal(self, member_id: str | None, epoch: int) -> Refusal | None:

@@ -5,6 +5,9 @@ The broker appends `records` to `__consumer_offsets` and only after they are dur
 call finishes). It then applies `timers`: each names a deadline to (re)arm or, with
 `deadline_ms` None, to cancel. A timer that fires comes back as `on_timer(key, now_ms)`; its
 key is a `TimerKey` (`coterie.group.timers`).
+
+`producer` is set for TxnOffsetCommit: the records are then written as one transactional
+batch of that (producer id, epoch), and stay pending until the transaction's marker.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class Result:
     records: list[Record] = field(default_factory=list)
     timers: list[TimerOp] = field(default_factory=list)
     completed: list[tuple[Hashable, Any]] = field(default_factory=list)
+    producer: tuple[int, int] | None = None
 
     def merge(self, other: Result) -> None:
         """Fold another result's side effects into this one (keeping our response)."""

@@ -21,6 +21,13 @@ A classic group whose failed record was a snapshot of its own generation keeps i
 and starts a new rebalance instead, as Kafka does (its in-flight rebalance is not in any
 record, so rebuilding it from the log would forget who is waiting).
 
+Transactional offsets (TxnOffsetCommit) follow the same path with one more dimension: the
+result names its producer, the runtime writes the records as a transactional batch of it,
+and they are replayed as that producer's pending offsets (`OffsetStore`); the transaction's
+marker, written to the partition by the transaction coordinator, is replayed by
+`replay_marker` and commits or drops them. The undo of a failed transactional append puts
+back the pending entries that were durable (`durable_pending`).
+
 Rules that are not one protocol's, applied through the `Group` protocol
 (`coterie.group.group`): OffsetCommit / OffsetFetch fencing, OffsetDelete's subscribed-topic
 check, DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupDescribe of a non-consumer
@@ -56,9 +63,16 @@ from coterie.group.offsets.messages import (
     OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
-from coterie.group.offsets.store import OffsetCommitRequestEntry, OffsetStore, metadata_too_large
-from coterie.group.records.classic import OffsetCommitKey, Record
+from coterie.group.offsets.store import (
+    NO_PRODUCER_ID,
+    OffsetCommitRequestEntry,
+    OffsetStore,
+    metadata_too_large,
+)
+from coterie.group.records.classic import OffsetCommitKey, OffsetCommitValue, Record
 from coterie.group.records.topic_codec import is_consumer_record
 from coterie.group.result import Result, TimerOp
 from coterie.group.topic_image import TopicImage, TopicInfo
@@ -116,6 +130,10 @@ class GroupShard:
         self.offsets = OffsetStore()
         # The last value of every live key that reached the log, in first-written order.
         self.durable: dict[Any, Record] = {}
+        # Per open transaction, its pending offsets that reached the log (with their replay
+        # positions): what a failed transactional append is undone to.
+        self.durable_pending: dict[int, dict[tuple[str, str, int],
+                                             tuple[OffsetCommitValue, int]]] = {}
 
     @property
     def classic(self) -> ClassicCoordinator:
@@ -130,33 +148,74 @@ class GroupShard:
         return self.coordinator.group(group_id)
 
     # == the record path ======================================================================
-    def replay(self, record: Record) -> None:
+    def replay(self, record: Record, producer_id: int = NO_PRODUCER_ID) -> None:
         """Apply one record read from the partition (loading): the same code live results
-        go through."""
-        self._remember(record)
-        self._apply(record)
+        go through. `producer_id` is its batch's (set for transactional offset commits)."""
+        self._apply(record, producer_id)
+        self._remember(record, producer_id)
 
-    def _apply(self, record: Record) -> None:
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        """Apply a transaction marker written to this partition (loading, or live once the
+        transaction coordinator wrote it): `producer_id`'s pending offsets are committed or
+        dropped."""
+        self.offsets.replay_marker(producer_id, commit)
+        pending = self.durable_pending.pop(producer_id, {})
+        if not commit:
+            return
+        for key in pending:
+            group_id, topic, partition = key
+            value = self.offsets.fetch(group_id, topic, partition)
+            if value is not None:
+                okey = OffsetCommitKey(group_id, topic, partition)
+                self.durable[okey] = Record(okey, value)
+
+    def _apply(self, record: Record, producer_id: int = NO_PRODUCER_ID) -> None:
         if isinstance(record.key, OffsetCommitKey):
-            self.offsets.replay(record)
+            self.offsets.replay(record, producer_id)
         else:
             self.coordinator.replay(record)
 
-    def _remember(self, record: Record) -> None:
+    def _remember(self, record: Record, producer_id: int = NO_PRODUCER_ID) -> None:
+        key = record.key
+        if producer_id != NO_PRODUCER_ID and record.value is not None:
+            k = (key.group_id, key.topic, key.partition)
+            entry = self.offsets.pending_entry(producer_id, k)
+            if entry is not None:
+                self.durable_pending.setdefault(producer_id, {})[k] = entry
+            return
         if record.value is None:
-            self.durable.pop(record.key, None)
+            self.durable.pop(key, None)
+            if isinstance(key, OffsetCommitKey):
+                k = (key.group_id, key.topic, key.partition)
+                for pending in self.durable_pending.values():
+                    pending.pop(k, None)
         else:
-            self.durable[record.key] = record
+            self.durable[key] = record
 
-    def committed(self, records: Iterable[Record]) -> None:
-        """`records` reached the log."""
+    def committed(self, records: Iterable[Record],
+                  producer: tuple[int, int] | None = None) -> None:
+        """`records` reached the log (in a transactional batch of `producer`, if set)."""
+        producer_id = NO_PRODUCER_ID if producer is None else producer[0]
         for record in records:
-            self._remember(record)
+            self._remember(record, producer_id)
 
-    def revert(self, group_id: str, records: list[Record], now_ms: int) -> Revert:
+    def has_open_transactions(self) -> bool:
+        """Whether some transaction has pending offsets here (compaction waits: a snapshot
+        of live values cannot hold them)."""
+        return bool(self.offsets.open_transactions())
+
+    def revert(self, group_id: str, records: list[Record], now_ms: int,
+               producer: tuple[int, int] | None = None) -> Revert:
         """Undo what `records` (of `group_id`, applied already) did, after their append
         failed (module docstring)."""
         result = Result()
+        if producer is not None:  # a TxnOffsetCommit: its pending offsets go back
+            producer_id = producer[0]
+            durable = self.durable_pending.get(producer_id, {})
+            for record in records:
+                k = (record.key.group_id, record.key.topic, record.key.partition)
+                self.offsets.restore_pending(producer_id, k, durable.get(k))
+            return Revert(result, rebuilt=False)
         durable = [r for r in self.durable.values() if r.key.group_id == group_id]
         if any(isinstance(r.key, OffsetCommitKey) for r in records):
             for topic, partition in self.offsets.fetch_all(group_id):
@@ -225,19 +284,69 @@ class GroupShard:
         records = self.offsets.commit(req.group_id, entries, now_ms)
         return self._applied(Result(OffsetCommitResponse(tuple(codes)), records))
 
+    def txn_offset_commit(self, req: TxnOffsetCommitRequest, now_ms: int) -> Result:
+        """TxnOffsetCommit (Kafka 4.2): fencing as for OffsetCommit with the transactional
+        differences (`Group.commit_refusal`); a consumer group's stale member epoch is
+        ILLEGAL_GENERATION here. Without a group, a negative generation creates a simple
+        group's offsets and any other is ILLEGAL_GENERATION. The offsets stay pending until
+        the transaction's marker; the result names the producer, whose batch holds them."""
+        group = self.group(req.group_id)
+        refusal: ErrorCode | None = None
+        if group is None:
+            if req.generation >= 0:
+                refusal = ErrorCode.illegal_generation
+        else:
+            found = group.commit_refusal(req.member_id, req.generation, req.instance_id,
+                                         req.version, transactional=True)
+            if found is not None:
+                refusal = (ErrorCode.illegal_generation
+                           if found.code == ErrorCode.stale_member_epoch else found.code)
+        if refusal is not None:
+            return Result(TxnOffsetCommitResponse(tuple(refusal for _ in req.partitions)))
+        topics = self.consumer.image.by_name
+        codes: list[ErrorCode] = []
+        entries: list[OffsetCommitRequestEntry] = []
+        for p in req.partitions:
+            info = topics.get(p.topic)
+            if info is None or not 0 <= p.partition < info.partitions:
+                codes.append(ErrorCode.unknown_topic_or_partition)
+            elif metadata_too_large(p.metadata, self.config.offset_metadata_max_bytes):
+                codes.append(ErrorCode.offset_metadata_too_large)
+            else:
+                codes.append(ErrorCode.none)
+                entries.append(OffsetCommitRequestEntry(
+                    topic=p.topic, partition=p.partition, offset=p.offset,
+                    leader_epoch=p.leader_epoch, metadata=p.metadata))
+        records = self.offsets.commit(req.group_id, entries, now_ms)
+        result = Result(TxnOffsetCommitResponse(tuple(codes)), records,
+                        producer=(req.producer_id, req.producer_epoch))
+        for record in records:
+            self._apply(record, req.producer_id)
+        return result
+
     def offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
         """A consumer group's member must name itself and its epoch (v9+); anyone else may
-        read. `partitions` None: every committed offset, sorted by topic and partition."""
+        read. `partitions` None: every committed offset, sorted by topic and partition.
+        With `require_stable`, a partition an open transaction has committed is
+        UNSTABLE_OFFSET_COMMIT (the client asks again); without, it shows the last
+        committed offset, as in Kafka."""
         group = self.group(req.group_id)
         if group is not None:
             refusal = group.fetch_refusal(req.member_id, req.member_epoch)
             if refusal is not None:
                 return OffsetFetchResponse(refusal.code)
+        gid = req.group_id
+
+        def answer(topic: str, partition: int, value: OffsetCommitValue | None) -> FetchedOffset:
+            if req.require_stable and self.offsets.has_pending(gid, topic, partition):
+                return FetchedOffset(topic, partition, None, unstable=True)
+            return FetchedOffset(topic, partition, value)
+
         if req.partitions is None:
-            offsets = tuple(FetchedOffset(t, p, v) for (t, p), v in
-                            sorted(self.offsets.fetch_all(req.group_id).items()))
+            offsets = tuple(answer(t, p, v)
+                            for (t, p), v in sorted(self.offsets.fetch_all(gid).items()))
         else:
-            offsets = tuple(FetchedOffset(t, p, self.offsets.fetch(req.group_id, t, p))
+            offsets = tuple(answer(t, p, self.offsets.fetch(gid, t, p))
                             for t, p in req.partitions)
         return OffsetFetchResponse(ErrorCode.none, offsets)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from coterie.broker.offsets_topic import OffsetsLog
+from coterie.broker.offsets_topic import Logged, OffsetsLog
 from coterie.group.records.classic import Record
 
 
@@ -15,12 +15,19 @@ class FullDiskSwitch:
         self.partitions = inner.partitions
         self.full = False
 
-    def append(self, partition: int, records: list[Record], now_ms: int) -> None:
+    def append(self, partition: int, records: list[Record], now_ms: int,
+               producer: tuple[int, int] | None = None) -> None:
         if self.full:
             raise OSError(28, "No space left on device")
-        self.inner.append(partition, records, now_ms)
+        self.inner.append(partition, records, now_ms, producer)
 
-    def read(self, partition: int) -> Iterator[list[Record | None]]:
+    def append_marker(self, partition: int, producer: tuple[int, int], commit: bool,
+                      coordinator_epoch: int, now_ms: int) -> None:
+        if self.full:
+            raise OSError(28, "No space left on device")
+        self.inner.append_marker(partition, producer, commit, coordinator_epoch, now_ms)
+
+    def read(self, partition: int) -> Iterator[list[Logged]]:
         return self.inner.read(partition)
 
     def compact(self, partition: int, live: list[Record], now_ms: int,

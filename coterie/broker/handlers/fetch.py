@@ -8,6 +8,12 @@ The broker never creates incremental fetch sessions (KIP-227): it answers sessio
 tells clients to keep sending full fetch requests. That is allowed by the protocol and keeps a
 single broker free of per-client session state.
 
+Read committed (isolation level 1): a partition answers only below its last stable offset
+(the first offset of a transaction still open), and lists the aborted transactions that
+overlap what it returns (coterie.log.txn_index), whose records the consumer drops; control
+batches (transaction markers) go out as stored, and consumers skip them. Every answer carries
+the partition's last stable offset, whatever the isolation level, as Kafka's does.
+
 Long poll: if fewer than `min_bytes` are available and `max_wait` has not passed, the request
 parks on the partitions it reads (services.waiters) and is woken by the next append to any of
 them, or by its deadline.
@@ -69,6 +75,10 @@ class _Part:
     high_watermark: int = -1
     log_start_offset: int = -1
     span: tuple[Segment, int, int] | None = None
+    last_stable_offset: int = -1
+    # read_committed only: (producer id, first offset) of the overlapping aborted
+    # transactions; None for read_uncommitted (an empty array on the wire).
+    aborted: list[tuple[int, int]] | None = None
 
 
 def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part]]], int, list]:
@@ -85,6 +95,7 @@ def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part
     """
     logs = ctx.services.logs
     budget = max(request.max_bytes, 0) if ctx.api_version >= 3 else 0x7FFFFFFF
+    committed = getattr(request, "isolation_level", 0) == 1
     min_one = True  # until a partition has returned data (Kafka's minOneMessage)
     total = 0
     keys = []
@@ -108,7 +119,9 @@ def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part
                 errors = True
             else:
                 hw = part.log_end_offset
-                entry = _Part(index, ErrorCode.none, hw, part.log_start_offset)
+                lso = part.last_stable_offset
+                entry = _Part(index, ErrorCode.none, hw, part.log_start_offset,
+                              last_stable_offset=lso)
                 parts.append(entry)
                 max_bytes = max(min(p.partition_max_bytes, budget), 0)
                 if not part.log_start_offset <= p.fetch_offset <= hw:
@@ -117,10 +130,16 @@ def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part
                     errors = True
                     continue
                 # locate() answers with at least the first batch, however small max_bytes is.
-                span = part.locate(p.fetch_offset, max_bytes) if min_one or max_bytes else None
+                limit = lso if committed else None
+                span = (part.locate(p.fetch_offset, max_bytes, limit)
+                        if min_one or max_bytes else None)
                 if span is not None and not min_one and span[2] - span[1] > max_bytes:
                     span = None  # its first batch does not fit in what is left
                 entry.span = span
+                if committed:
+                    entry.aborted = [] if span is None else [
+                        (t.producer_id, t.first_offset)
+                        for t in part.aborted_transactions(p.fetch_offset, lso)]
                 if span is not None:
                     size = span[2] - span[1]
                     total += size
@@ -162,7 +181,7 @@ def _layout(version: int) -> tuple[struct.Struct, struct.Struct | None]:
 
 def _encode(ctx: RequestContext, topics: list[tuple[Any, list[_Part]]]) -> RawResponse:
     """Write the planned response in the request's version (the byte layout kio would write
-    for the same data, with no tagged fields, no aborted transactions and no throttling)."""
+    for the same data, with no tagged fields and no throttling)."""
     version = ctx.api_version
     flexible = version >= 12
     fixed, replica = _layout(version)
@@ -179,6 +198,7 @@ def _encode(ctx: RequestContext, topics: list[tuple[Any, list[_Part]]]) -> RawRe
     pieces.append(top + count(len(topics)))
     no_aborted = _uvarint(1) if flexible else _I32.pack(0)  # an empty array, as kio writes
     after_aborted = no_aborted + (replica.pack(-1) if replica is not None else b"")
+    replica_tail = replica.pack(-1) if replica is not None else b""
     for echo, parts in topics:
         if version >= 13:
             head = echo.bytes if echo is not None else bytes(16)  # kio's None is the zero id
@@ -187,10 +207,13 @@ def _encode(ctx: RequestContext, topics: list[tuple[Any, list[_Part]]]) -> RawRe
             head = (_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))) + name
         pieces.append(head + count(len(parts)))
         for part in parts:
-            values = [part.index, part.error, part.high_watermark, part.high_watermark]
+            values = [part.index, part.error, part.high_watermark, part.last_stable_offset]
             if version >= 5:
                 values.append(part.log_start_offset)
-            entry = fixed.pack(*values) + after_aborted
+            if part.aborted:
+                entry = fixed.pack(*values) + _aborted(part.aborted, flexible) + replica_tail
+            else:
+                entry = fixed.pack(*values) + after_aborted
             span = part.span
             if span is None:
                 pieces.append(entry + count(0) + end_tags)
@@ -218,6 +241,17 @@ def _encode(ctx: RequestContext, topics: list[tuple[Any, list[_Part]]]) -> RawRe
         response.close()
         raise
     return response
+
+
+_ABORTED = struct.Struct(">qq")
+
+
+def _aborted(aborted: list[tuple[int, int]], flexible: bool) -> bytes:
+    """The aborted-transactions array: (producer id, first offset) entries, each with its
+    (empty) tagged fields when flexible."""
+    head = _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+    tail = b"\0" if flexible else b""
+    return head + b"".join(_ABORTED.pack(pid, first) + tail for pid, first in aborted)
 
 
 def _put_run(response: RawResponse, run: list[bytes | tuple[Segment, int, int]],

@@ -1,4 +1,5 @@
-"""OffsetCommit v2-v9, OffsetFetch v1-v9 and OffsetDelete, for groups of any type.
+"""OffsetCommit v2-v9, TxnOffsetCommit v0-v5, OffsetFetch v1-v9 and OffsetDelete, for
+groups of any type.
 
 The handlers translate between the wire versions and the shard's values
 (`coterie.group.offsets.messages`); the shard of the group's partition holds every rule
@@ -22,6 +23,7 @@ from coterie.group.offsets.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    TxnOffsetCommitRequest,
 )
 
 LOADING = ErrorCode.coordinator_load_in_progress
@@ -62,6 +64,10 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
 
 def _entry(fetched: FetchedOffset) -> dict:
     value = fetched.value
+    if fetched.unstable:
+        return {"partition_index": fetched.partition, "committed_offset": -1,
+                "committed_leader_epoch": -1, "metadata": "",
+                "error_code": ErrorCode.unstable_offset_commit}
     if value is None:
         return {"partition_index": fetched.partition, "committed_offset": -1,
                 "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.none}
@@ -71,12 +77,12 @@ def _entry(fetched: FetchedOffset) -> dict:
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None = None,
-           member_epoch: int = -1) -> tuple[ErrorCode, list[dict]]:
+           member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, list[dict]]:
     partitions = None if topics is None else tuple(
         (t.name, p) for t in topics for p in t.partition_indexes)
     runtime = ctx.services.groups
     answer = runtime.shard_for(group_id).offset_fetch(
-        OffsetFetchRequest(group_id, partitions, member_id, member_epoch))
+        OffsetFetchRequest(group_id, partitions, member_id, member_epoch, require_stable))
     if answer.error != ErrorCode.none:
         return answer.error, []
     if topics is not None:  # every asked topic answers, in the asked order
@@ -99,7 +105,8 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": LOADING})
                 continue
             error, topics = _fetch(ctx, g.group_id, g.topics, getattr(g, "member_id", None),
-                                   getattr(g, "member_epoch", -1))
+                                   getattr(g, "member_epoch", -1),
+                                   bool(getattr(request, "require_stable", False)))
             groups.append({"group_id": g.group_id, "error_code": error,
                            "topics": topics if error == ErrorCode.none else []})
         return ctx.respond({"groups": groups})
@@ -109,7 +116,8 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
                 {"partition_index": p, "committed_offset": -1, "metadata": "",
                  "error_code": LOADING} for p in t.partition_indexes]}
             for t in request.topics or ()]})
-    error, topics = _fetch(ctx, request.group_id, request.topics)
+    error, topics = _fetch(ctx, request.group_id, request.topics,
+                           require_stable=bool(getattr(request, "require_stable", False)))
     return ctx.respond({"error_code": error, "topics": topics})
 
 
@@ -131,3 +139,46 @@ def offset_delete(ctx: RequestContext, request: Any) -> Any:
             for p in t.partitions]}
         for t in request.topics]})
 
+
+
+def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    """TxnOffsetCommit v0-v5: offsets committed inside a transaction, pending in the group's
+    shard until the transaction coordinator writes the transaction's marker
+    (`GroupShard.txn_offset_commit`). The transaction must be ongoing with this producer
+    and have the group's offsets partition in it (AddOffsetsToTxn), which the transaction
+    coordinator checks first (`services.transactions.verify_offsets`)."""
+    runtime = ctx.services.groups
+    group_id = request.group_id
+
+    def every(code: ErrorCode) -> Any:
+        return ctx.respond({"topics": _all_partitions(request, code)})
+
+    if not runtime.loaded:
+        return every(LOADING)
+    if not group_id or too_long(group_id):
+        return every(ErrorCode.invalid_group_id)
+    transactions = ctx.services.transactions
+    if transactions is not None:
+        refusal = transactions.verify_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch,
+            runtime.partition_of(group_id), ctx.api_version)
+        if refusal is not None:
+            return every(refusal)
+    commit = TxnOffsetCommitRequest(
+        transactional_id=request.transactional_id, group_id=group_id,
+        producer_id=request.producer_id, producer_epoch=request.producer_epoch,
+        partitions=tuple(
+            CommitPartition(t.name, p.partition_index, p.committed_offset,
+                            getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+            for t in request.topics for p in t.partitions),
+        generation=getattr(request, "generation_id", -1),
+        member_id=getattr(request, "member_id", ""),
+        instance_id=getattr(request, "group_instance_id", None), version=ctx.api_version)
+    shard = runtime.shard_for(group_id)
+    answer = runtime.run(group_id, shard.txn_offset_commit(commit, ctx.services.now_ms()))
+    codes = iter(answer.codes)
+    return ctx.respond({"topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": next(codes)}
+            for p in t.partitions]}
+        for t in request.topics]})

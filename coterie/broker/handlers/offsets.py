@@ -43,17 +43,20 @@ def _unsupported(timestamp: int, version: int) -> bool:
     return timestamp < 0 and version < _MIN_VERSION.get(timestamp, 1 << 15)
 
 
-def _list_one(part: Any, timestamp: int) -> dict[str, Any]:
+def _list_one(part: Any, timestamp: int, committed: bool) -> dict[str, Any]:
     """The answer for one partition: offset, timestamp and leader epoch. A lookup that finds
-    nothing answers -1 for all three, as Kafka does."""
+    nothing answers -1 for all three, as Kafka does. For read_committed (`committed`) the
+    log ends at its last stable offset: LATEST is the LSO, and a timestamp lookup finding an
+    offset at or past it finds nothing (Kafka's rule)."""
+    end = part.last_stable_offset if committed else part.log_end_offset
     if timestamp == LATEST:
-        return {"timestamp": -1, "offset": part.log_end_offset, "leader_epoch": LEADER_EPOCH}
+        return {"timestamp": -1, "offset": end, "leader_epoch": LEADER_EPOCH}
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return {"timestamp": -1, "offset": part.log_start_offset, "leader_epoch": LEADER_EPOCH}
     found = part.max_timestamp() if timestamp == MAX_TIMESTAMP else (
         part.offset_for_timestamp(timestamp) if timestamp >= 0 else None
     )
-    if found is None:
+    if found is None or found.offset >= end:
         return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
     return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": LEADER_EPOCH}
 
@@ -61,6 +64,7 @@ def _list_one(part: Any, timestamp: int) -> dict[str, Any]:
 def list_offsets(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.services.logs
     version = ctx.api_version
+    committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     for t in request.topics or ():
         parts = []
@@ -76,7 +80,7 @@ def list_offsets(ctx: RequestContext, request: Any) -> Any:
             elif err is not None:
                 entry["error_code"] = err
             else:
-                entry.update(_list_one(part, p.timestamp), error_code=ErrorCode.none)
+                entry.update(_list_one(part, p.timestamp, committed), error_code=ErrorCode.none)
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
     return ctx.respond({"topics": topics})

@@ -137,30 +137,35 @@ class ClassicGroup:
         return None
 
     def commit_refusal(self, member_id: str, epoch: int, instance_id: str | None,
-                       version: int) -> Refusal | None:
+                       version: int, transactional: bool = False) -> Refusal | None:
         """OffsetCommit fencing by generation and member id (Kafka 4.2).
 
         A negative generation is a commit from outside group management (an admin tool, or
         a consumer that only uses assign()): Kafka accepts it into an empty group whatever
         member id it carries, since librdkafka sends its own member id with generation -1 in
-        that case. Into a group with members it is UNKNOWN_MEMBER_ID."""
-        code = self._commit_code(member_id, epoch, instance_id)
+        that case. Into a group with members it is UNKNOWN_MEMBER_ID.
+
+        TxnOffsetCommit differs twice: one without member id and generation is accepted
+        whatever the group's state (older versions of it carry neither), and one during a
+        rebalance's sync phase is not REBALANCE_IN_PROGRESS (the transaction does not wait
+        for the group)."""
+        code = self._commit_code(member_id, epoch, instance_id, transactional)
         return None if code is None else Refusal(code, code.name)
 
-    def _commit_code(self, member_id: str, generation: int,
-                     instance_id: str | None) -> ErrorCode | None:
+    def _commit_code(self, member_id: str, generation: int, instance_id: str | None,
+                     transactional: bool) -> ErrorCode | None:
         if self.is_(ClassicState.DEAD):
             return ErrorCode.coordinator_not_available
         if generation < 0 and self.is_(ClassicState.EMPTY):
             return None
         if generation < 0 and not member_id and instance_id is None:
-            return ErrorCode.unknown_member_id
+            return None if transactional else ErrorCode.unknown_member_id
         fenced = self.fenced(member_id, instance_id)
         if fenced is not None:
             return fenced
         if generation != self.generation:
             return ErrorCode.illegal_generation
-        if self.is_(ClassicState.COMPLETING_REBALANCE):
+        if not transactional and self.is_(ClassicState.COMPLETING_REBALANCE):
             return ErrorCode.rebalance_in_progress
         return None
 

@@ -109,18 +109,19 @@ class ConsumerGroup:
         return ListedGroup(self.group_id, "consumer", self.state().value, "consumer")
 
     def commit_refusal(self, member_id: str, epoch: int, instance_id: str | None,
-                       version: int) -> Refusal | None:
+                       version: int, transactional: bool = False) -> Refusal | None:
         """OffsetCommit into a consumer group (Kafka 4.2): a negative epoch into an empty
         group is an admin tool's or an assign()-only consumer's; otherwise the member must
-        exist, use OffsetCommit v9+ unless it speaks the classic protocol, and name its
-        current epoch (its generation, for a classic member)."""
+        exist, use OffsetCommit v9+ unless it speaks the classic protocol (TxnOffsetCommit
+        has no such version rule), and name its current epoch (its generation, for a
+        classic member)."""
         if epoch < 0 and not self.members:
             return None
         member = self.members.get(member_id)
         if member is None:
             return Refusal(ErrorCode.unknown_member_id,
                            f"Member {member_id} is not a member of group {self.group_id}.")
-        if not member.uses_classic_protocol and version < 9:
+        if not transactional and not member.uses_classic_protocol and version < 9:
             return Refusal(ErrorCode.unsupported_version,
                            "OffsetCommit version 9 or above must be used by members using "
                            "the modern group protocol")

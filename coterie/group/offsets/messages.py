@@ -1,4 +1,5 @@
-"""OffsetCommit, OffsetFetch and OffsetDelete as the shard sees them: version-free values.
+"""OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete as the shard sees them:
+version-free values.
 
 The broker's handlers build these from any wire version and turn the answers back into that
 version's response; every rule between the two (fencing, metadata size, unknown partitions,
@@ -54,10 +55,42 @@ class OffsetCommitResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """Offsets committed inside `producer_id`'s transaction. `generation` is the generation
+    id (classic) or member epoch (consumer); -1 (with an empty member id) from a producer
+    that does not pass its consumer's group metadata, as before TxnOffsetCommit v3."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[CommitPartition, ...]
+    generation: int = -1
+    member_id: str = ""
+    instance_id: str | None = None
+    version: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitResponse:
+    """One code per requested partition, in its order."""
+
+    codes: tuple[ErrorCode, ...]
+
+    def with_error(self, error: ErrorCode) -> TxnOffsetCommitResponse:
+        """The answer when the records could not be made durable."""
+        return TxnOffsetCommitResponse(tuple(
+            error if c == ErrorCode.none else c for c in self.codes))
+
+
+@dataclass(frozen=True, slots=True)
 class FetchedOffset:
     topic: str
     partition: int
     value: OffsetCommitValue | None  # None: nothing committed
+    # An open transaction has committed this partition and the fetch asked for stable
+    # offsets only: UNSTABLE_OFFSET_COMMIT, the client retries.
+    unstable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +102,7 @@ class OffsetFetchRequest:
     partitions: tuple[tuple[str, int], ...] | None = None
     member_id: str | None = None
     member_epoch: int = -1
+    require_stable: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,14 @@ durable, replays them. Start-up recovery replays the same records from the log t
 same `replay`, so live state and recovered state cannot drift apart, and an append that fails
 leaves no trace in memory.
 
+Offsets committed inside a transaction (TxnOffsetCommit) are written in a transactional
+batch of their producer and replayed with its producer id: they wait as *pending* offsets of
+that producer, invisible to `fetch`, until the transaction's marker is replayed
+(`replay_marker`): a commit moves them into the committed offsets, an abort drops them (as
+Kafka's OffsetMetadataManager does). When both a plain and a transactional commit exist for
+a partition, the one written later to the log wins: each value remembers the position of its
+record in replay order.
+
 Nothing here reads the clock: callers pass `now_ms`.
 """
 
@@ -19,6 +27,7 @@ from coterie.group.records.classic import OffsetCommitKey, OffsetCommitValue, Re
 
 __all__ = [
     "NO_EXPIRE_TIMESTAMP",
+    "NO_PRODUCER_ID",
     "OffsetCommitRequestEntry",
     "OffsetStore",
     "metadata_too_large",
@@ -26,6 +35,10 @@ __all__ = [
 
 # Sentinel for "no explicit expiry; expire by offsets.retention.minutes" (Kafka uses -1 too).
 NO_EXPIRE_TIMESTAMP = -1
+# The producer id of a record written outside any transaction (Kafka's NO_PRODUCER_ID).
+NO_PRODUCER_ID = -1
+
+_Key = tuple[str, str, int]  # (group id, topic, partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +80,20 @@ class OffsetStore:
 
     def __init__(self) -> None:
         self._offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        # Where each committed value's record came in the replay order (later wins).
+        self._positions: dict[_Key, int] = {}
+        # Pending transactional offsets: producer id -> key -> (value, position).
+        self._pending: dict[int, dict[_Key, tuple[OffsetCommitValue, int]]] = {}
+        # group id -> producer ids with pending offsets for it.
+        self._open: dict[str, set[int]] = {}
+        self._position = 0
 
     # ---------------------------------------------------------------------------- mutation
 
-    def replay(self, record: Record) -> None:
-        """Apply one durable record. Records that are not about offsets are ignored.
+    def replay(self, record: Record, producer_id: int = NO_PRODUCER_ID) -> None:
+        """Apply one durable record; `producer_id` is that of the batch it was written in
+        (NO_PRODUCER_ID outside a transaction). Records that are not about offsets are
+        ignored.
 
         Ignoring rather than rejecting other record kinds lets the loader feed every record
         of `__consumer_offsets` to each state machine without routing logic.
@@ -80,19 +102,84 @@ class OffsetStore:
         if not isinstance(key, OffsetCommitKey):
             return
         value = record.value
+        self._position += 1
+        k = (key.group_id, key.topic, key.partition)
         if value is None:
-            group = self._offsets.get(key.group_id)
-            if group is None:
-                return
-            group.pop((key.topic, key.partition), None)
-            if not group:
-                # Drop emptied groups so `groups()`/`has_offsets` reflect only real data,
-                # and so replaying a log and running live give identical states.
-                del self._offsets[key.group_id]
+            # A tombstone removes the committed offset and any pending one (Kafka does both).
+            self._remove(k)
+            for producer in list(self._open.get(key.group_id, ())):
+                pending = self._pending.get(producer)
+                if pending is not None:
+                    pending.pop(k, None)
             return
         if not isinstance(value, OffsetCommitValue):
             raise TypeError(f"OffsetCommitKey with a {type(value).__name__} value")
-        self._offsets.setdefault(key.group_id, {})[(key.topic, key.partition)] = value
+        if producer_id == NO_PRODUCER_ID:
+            self._put(k, value, self._position)
+            return
+        self._pending.setdefault(producer_id, {})[k] = (value, self._position)
+        self._open.setdefault(key.group_id, set()).add(producer_id)
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        """Apply a transaction marker (COMMIT or ABORT) of `producer_id` written to this
+        partition: its pending offsets become committed ones, unless a later record already
+        committed the partition, or vanish."""
+        pending = self._pending.pop(producer_id, None)
+        if pending is None:
+            return
+        for group_id, _, _ in pending:
+            producers = self._open.get(group_id)
+            if producers is not None:
+                producers.discard(producer_id)
+                if not producers:
+                    del self._open[group_id]
+        if not commit:
+            return
+        for k, (value, position) in pending.items():
+            if position > self._positions.get(k, 0):
+                self._put(k, value, position)
+
+    def _put(self, k: _Key, value: OffsetCommitValue, position: int) -> None:
+        group_id, topic, partition = k
+        self._offsets.setdefault(group_id, {})[(topic, partition)] = value
+        self._positions[k] = position
+
+    def _remove(self, k: _Key) -> None:
+        group_id, topic, partition = k
+        self._positions.pop(k, None)
+        group = self._offsets.get(group_id)
+        if group is None:
+            return
+        group.pop((topic, partition), None)
+        if not group:
+            # Drop emptied groups so `groups()`/`has_offsets` reflect only real data,
+            # and so replaying a log and running live give identical states.
+            del self._offsets[group_id]
+
+    def pending_entry(self, producer_id: int, key: _Key) -> tuple[OffsetCommitValue, int] | None:
+        """One pending offset with its replay position, or None."""
+        return self._pending.get(producer_id, {}).get(key)
+
+    def restore_pending(self, producer_id: int, key: _Key,
+                        entry: tuple[OffsetCommitValue, int] | None) -> None:
+        """Put back one pending offset as it was (None: as if never committed): the undo of
+        an append that failed."""
+        pending = self._pending.setdefault(producer_id, {})
+        if entry is None:
+            pending.pop(key, None)
+        else:
+            pending[key] = entry
+        group_id = key[0]
+        if not pending:
+            del self._pending[producer_id]
+        if any(k[0] == group_id for k in pending):
+            self._open.setdefault(group_id, set()).add(producer_id)
+            return
+        producers = self._open.get(group_id)
+        if producers is not None:
+            producers.discard(producer_id)
+            if not producers:
+                del self._open[group_id]
 
     # ---------------------------------------------------------------------------- commands
 
@@ -123,7 +210,8 @@ class OffsetStore:
         ]
 
     def delete(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> list[Record]:
-        """Tombstones for those of `partitions` that have a committed offset (once each).
+        """Tombstones for those of `partitions` that have a committed or a pending
+        transactional offset (once each; Kafka writes one for either).
 
         Tombstoning a non-existent key would be harmless but would grow the log for nothing.
         """
@@ -132,17 +220,23 @@ class OffsetStore:
         seen: set[tuple[str, int]] = set()
         for topic, partition in partitions:
             tp = (topic, partition)
-            if tp in group and tp not in seen:
+            if (tp in group or self.has_pending(group_id, topic, partition)) and tp not in seen:
                 seen.add(tp)
                 records.append(Record(OffsetCommitKey(group_id, topic, partition), None))
         return records
 
     def delete_group(self, group_id: str) -> list[Record]:
-        """Tombstones for every committed offset of `group_id`."""
-        return [
-            Record(OffsetCommitKey(group_id, topic, partition), None)
-            for topic, partition in self._offsets.get(group_id, {})
-        ]
+        """Tombstones for every committed offset of `group_id`, and for the partitions that
+        have only a pending transactional offset (one tombstone per partition)."""
+        partitions = list(self._offsets.get(group_id, {}))
+        seen = set(partitions)
+        for producer in sorted(self._open.get(group_id, ())):
+            for g, topic, partition in self._pending.get(producer, {}):
+                if g == group_id and (topic, partition) not in seen:
+                    seen.add((topic, partition))
+                    partitions.append((topic, partition))
+        return [Record(OffsetCommitKey(group_id, topic, partition), None)
+                for topic, partition in partitions]
 
     def expire(
         self,
@@ -162,7 +256,8 @@ class OffsetStore:
         - Otherwise an offset with an explicit expire timestamp (legacy OffsetCommit v1-v4)
           expires when `now_ms` reaches it.
         - Otherwise it expires `retention_ms` after the later of its commit and the moment
-          the group became empty (just the commit for standalone offsets). Kafka bases it
+          the group became empty (just the commit for standalone offsets). An offset with
+          a pending transactional commit waits for the transaction to end. Kafka bases it
           on the empty-since time alone; taking the later of the two never expires an offset
           sooner than `retention_ms` after it was written, e.g. one committed by an admin
           tool to an already-empty group.
@@ -183,7 +278,7 @@ class OffsetStore:
                     if empty_since is not None:
                         base = max(base, empty_since)
                     expires_at = base + retention_ms
-                if expires_at <= now_ms:
+                if expires_at <= now_ms and not self.has_pending(group_id, topic, partition):
                     records.append(Record(OffsetCommitKey(group_id, topic, partition), None))
         return records
 
@@ -198,9 +293,25 @@ class OffsetStore:
         return dict(self._offsets.get(group_id, {}))
 
     def groups(self) -> set[str]:
-        """Ids of the groups that have at least one committed offset."""
-        return set(self._offsets)
+        """Ids of the groups that have at least one committed or pending offset (Kafka
+        creates a simple group for either)."""
+        return set(self._offsets) | set(self._open)
 
     def has_offsets(self, group_id: str) -> bool:
-        """Whether `group_id` has any committed offset (e.g. to list or keep a group)."""
-        return group_id in self._offsets
+        """Whether `group_id` has any committed or pending offset (e.g. to list or keep a
+        group)."""
+        return group_id in self._offsets or group_id in self._open
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction has committed an offset for this partition (an
+        OffsetFetch with require_stable gets UNSTABLE_OFFSET_COMMIT for it)."""
+        k = (group_id, topic, partition)
+        return any(k in self._pending.get(p, {}) for p in self._open.get(group_id, ()))
+
+    def open_transactions(self) -> set[int]:
+        """Producer ids with pending offsets in this store."""
+        return set(self._pending)
+
+    def pending(self, producer_id: int) -> dict[_Key, OffsetCommitValue]:
+        """`producer_id`'s pending offsets by (group, topic, partition); a copy."""
+        return {k: v for k, (v, _) in self._pending.get(producer_id, {}).items()}

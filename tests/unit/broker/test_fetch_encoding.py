@@ -61,6 +61,10 @@ partitions = st.tuples(
     st.one_of(st.binary(max_size=300),         # records: read into the buffer, or
               st.integers(1, 3).map(lambda k: bytes([k]) * (70_000 * k))),  # sendfile
     st.integers(0, 5),                         # where the records start in the "segment"
+    st.integers(-1, 2**62),                    # last stable offset
+    st.one_of(st.none(),                       # read_committed: aborted transactions
+              st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)),
+                       max_size=3)),
 )
 # Name (or the seed of a topic id), and whether a v13+ request named it by the zero id, which
 # kio reads as None and the handler echoes.
@@ -78,14 +82,17 @@ def test_hand_written_fetch_response_matches_kio(version, answer):
         else:
             echo = name
         planned_parts, plain_parts = [], []
-        for index, error, hw, start_offset, records, skip in parts:
-            part = fetch._Part(index, error or ErrorCode.none, hw, start_offset)
+        for index, error, hw, start_offset, records, skip, lso, aborted in parts:
+            part = fetch._Part(index, error or ErrorCode.none, hw, start_offset,
+                               last_stable_offset=lso, aborted=aborted)
             if error is None and records:
                 part.span = (_Stored(bytes(skip) + records), skip, skip + len(records))
             planned_parts.append(part)
             plain_parts.append({
                 "partition_index": index, "error_code": part.error, "high_watermark": hw,
-                "last_stable_offset": hw, "log_start_offset": start_offset,
+                "last_stable_offset": lso, "log_start_offset": start_offset,
+                "aborted_transactions": [{"producer_id": pid, "first_offset": first}
+                                         for pid, first in aborted or ()],
                 # Kafka sends empty records, never null ones, with an error (issue 10).
                 "preferred_read_replica": -1, "records": b"" if error else records})
         planned.append((echo, planned_parts))
@@ -99,7 +106,8 @@ def test_hand_written_fetch_response_matches_kio(version, answer):
 def test_sendfile_ranges_and_multi_byte_varint_lengths():
     records = bytes(range(256)) * 1000  # big enough to go by sendfile
     assert len(records) >= fetch.SENDFILE_MIN_BYTES
-    part = fetch._Part(3, ErrorCode.none, 10, 0, (_Stored(records), 0, len(records)))
+    part = fetch._Part(3, ErrorCode.none, 10, 0, (_Stored(records), 0, len(records)),
+                       last_stable_offset=10)
     for version in (11, 12, 16):
         echo = uuid.UUID(int=7) if version >= 13 else "t"
         raw = fetch._encode(SimpleNamespace(api_key=1, api_version=version), [(echo, [part])])
