@@ -223,3 +223,23 @@ def test_every_init_producer_id_version(coterie, version):
             assert (resp.error_code, resp.producer_epoch) == (ErrorCode.none, 0)
             ids.add(resp.producer_id)
         assert len(ids) == 3
+
+
+def test_describe_producers(coterie):
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+
+    with RawConnection(coterie.host, coterie.port) as conn:
+        topic = _name("describe")
+        create(conn, topic, 2)
+        _, pid, _ = init_producer_id(conn)
+        for seq in (0, 3):
+            assert produce(conn, topic, 0, idempotent_batch(pid, 0, seq, [b"a", b"b", b"c"]),
+                           acks=-1).error_code == ErrorCode.none
+        resp = conn.request(DescribeProducersRequest(topics=(
+            TopicRequest(name=topic, partition_indexes=(0, 1, 7)),)))
+        p0, p1, p7 = resp.topics[0].partitions
+        assert [(s.producer_id, s.producer_epoch, s.last_sequence, s.current_txn_start_offset)
+                for s in p0.active_producers] == [(pid, 0, 5, -1)]
+        assert p0.active_producers[0].last_timestamp > 0
+        assert (p1.error_code, p1.active_producers) == (ErrorCode.none, ())
+        assert p7.error_code == ErrorCode.unknown_topic_or_partition

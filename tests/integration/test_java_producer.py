@@ -4,7 +4,8 @@ user would try them first.
 
 Before coterie served InitProducerId both failed at once ("The node does not support
 INIT_PRODUCER_ID"). Now: every line the console producer reads is stored exactly once, in
-order, in batches carrying a producer id; the perf test sends all its records and exits 0.
+order, in batches carrying a producer id, and `kafka-transactions describe-producers` shows
+that producer with its last sequence; the perf test sends all its records and exits 0.
 
 The jars come from the reference broker's Maven cache (scripts/reference_kafka.py); the tests
 skip, naming what is missing, when `java` or `mvn` is not on PATH.
@@ -28,6 +29,7 @@ from tests.integration.test_java_console_consumer_848 import JVM_OPTIONS, LOG4J2
 from tests.kafka_raw import RawConnection
 
 CONSOLE_PRODUCER_MAIN = "org.apache.kafka.tools.ConsoleProducer"
+TRANSACTIONS_MAIN = "org.apache.kafka.tools.TransactionsCommand"
 PERF_TEST_MAIN = "org.apache.kafka.tools.ProducerPerformance"
 LATEST = -1
 
@@ -67,6 +69,17 @@ def test_console_producer_with_defaults(coterie, kafka_lib, tmp_path):
         written = stored_producers(conn, topic, 1)
     assert sum(written.values()) == len(lines)
     assert list(written) != [-1] and -1 not in written, written
+    # kafka-transactions describe-producers shows the producer and its last sequence.
+    (producer_id,) = written
+    described = _java(kafka_lib, tmp_path, TRANSACTIONS_MAIN,
+                      ["--bootstrap-server", coterie.bootstrap, "describe-producers",
+                       "--topic", topic, "--partition", "0"])
+    out = described.stdout.decode(errors="replace")
+    assert described.returncode == 0, described.stderr.decode(errors="replace")[-3000:]
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] == [str(producer_id)]]
+    assert rows, out
+    # ProducerId, ProducerEpoch, LatestCoordinatorEpoch, LastSequence, ...
+    assert (rows[0][1], rows[0][3]) == ("0", str(len(lines) - 1)), out
 
 
 def test_producer_perf_test_with_defaults(coterie, kafka_lib, tmp_path):

@@ -1,4 +1,5 @@
-"""InitProducerId for idempotent producers: a fresh producer id, epoch 0.
+"""InitProducerId for idempotent producers (a fresh producer id, epoch 0), and
+DescribeProducers.
 
 Every Kafka client since 3.0 starts with it (idempotence is on by default), before its first
 Produce. A producer without a transactional id is known only by its id, so Kafka's rule is
@@ -40,3 +41,34 @@ def init_producer_id(ctx: RequestContext, request: Any) -> Any:
         log.error("cannot allocate a producer id: %s", e)
         return answer(ErrorCode.coordinator_not_available, message=str(e))
     return answer(ErrorCode.none, producer_id, 0)
+
+
+def describe_producers(ctx: RequestContext, request: Any) -> Any:
+    """DescribeProducers v0 (`kafka-transactions describe-producers`): the producers each
+    partition tracks, with their epoch, last sequence and last timestamp, and the first
+    offset of an open transaction (-1 if none). Unknown partitions are
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    logs = ctx.services.logs
+    topics = []
+    for t in request.topics or ():
+        parts = []
+        for index in t.partition_indexes or ():
+            part = logs.partition(t.name, index) if t.name is not None else None
+            if part is None:
+                parts.append({"partition_index": index,
+                              "error_code": ErrorCode.unknown_topic_or_partition,
+                              "error_message": f"{t.name}-{index} does not exist",
+                              "active_producers": []})
+                continue
+            parts.append({"partition_index": index, "error_code": ErrorCode.none,
+                          "active_producers": [
+                              {"producer_id": e.producer_id, "producer_epoch": e.epoch,
+                               "last_sequence": e.last_seq,
+                               "last_timestamp": e.last_timestamp,
+                               "coordinator_epoch": e.coordinator_epoch,
+                               "current_txn_start_offset": (-1 if e.txn_first_offset is None
+                                                            else e.txn_first_offset)}
+                              for e in sorted(part.active_producers(),
+                                              key=lambda e: e.producer_id)]})
+        topics.append({"name": t.name, "partitions": parts})
+    return ctx.respond({"throttle_time": 0, "topics": topics})
