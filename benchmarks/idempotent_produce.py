@@ -7,8 +7,8 @@ subprocess (as in produce_consume.py); on each, fresh topics of P partitions get
 with enable.idempotence=false and once with true, alternating for `--rounds` rounds so that
 drift in the machine's load hits both alike. Each producer first delivers one record per
 partition (so an idempotent one has its producer id); then the clock runs from the next
-produce() until flush() returns with every delivery report in. Best round of each is reported (the least
-disturbed by other work on the machine), with the median in brackets.
+produce() until flush() returns with every delivery report in. Best round of each is
+reported (the least disturbed by other work on the machine), with the median in brackets.
 
     .venv/bin/python benchmarks/idempotent_produce.py
     .venv/bin/python benchmarks/idempotent_produce.py --only coterie --records 50000
