@@ -4,8 +4,8 @@ Every Kafka client since 3.0 turns idempotence on by default: it asks InitProduc
 producer id, numbers its batches per partition, and relies on the broker to acknowledge a
 retried batch once with its original offsets. Here:
 
-* the default producers of kafka-python and confluent-kafka (with enable.idempotence, which
-  librdkafka leaves off by default) deliver every record exactly once, and the stored batches
+* the default producer of kafka-python, and those of confluent-kafka and aiokafka with
+  idempotence on (both leave it off by default), deliver every record exactly once, and the stored batches
   really carry the producer id the broker handed out (so idempotence was not quietly off);
 * over raw requests: a batch sent twice is stored once and acknowledged twice with the same
   offset; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER and a stale epoch
@@ -133,6 +133,31 @@ def test_confluent_idempotent_producer(coterie):
         producer.poll(0)
     assert producer.flush(30) == 0
     assert not errors, errors[:5]
+    _check_exactly_once(coterie, topic, 3, 300)
+
+
+def test_aiokafka_idempotent_producer(coterie):
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    topic = _name("aio-idem")
+    with RawConnection(coterie.host, coterie.port) as conn:
+        assert create(conn, topic, 3).error_code == ErrorCode.none
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=coterie.bootstrap,
+                                    enable_idempotence=True)
+        await producer.start()
+        try:
+            sent = [await producer.send(topic, key=str(i % 7).encode(),
+                                        value=f"v{i}".encode()) for i in range(300)]
+            metas = [await f for f in sent]
+            assert all(m.offset >= 0 for m in metas)
+        finally:
+            await producer.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
     _check_exactly_once(coterie, topic, 3, 300)
 
 
