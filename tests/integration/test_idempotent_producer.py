@@ -5,8 +5,9 @@ producer id, numbers its batches per partition, and relies on the broker to ackn
 retried batch once with its original offsets. Here:
 
 * the default producer of kafka-python, and those of confluent-kafka and aiokafka with
-  idempotence on (both leave it off by default), deliver every record exactly once, and the stored batches
-  really carry the producer id the broker handed out (so idempotence was not quietly off);
+  idempotence on (both leave it off by default), deliver every record exactly once, and the
+  stored batches really carry the producer id the broker handed out (so idempotence was not
+  quietly off);
 * over raw requests: a batch sent twice is stored once and acknowledged twice with the same
   offset; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER and a stale epoch
   INVALID_PRODUCER_EPOCH, with nothing written; producer ids are never reused, not even
