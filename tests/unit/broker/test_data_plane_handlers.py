@@ -225,3 +225,71 @@ def test_offset_for_leader_epoch_null_arrays_count_as_empty(logs):
     assert ask(None).topics == ()
     body = ask((OffsetForLeaderTopic(topic="t", partitions=None),))
     assert [(t.topic, t.partitions) for t in body.topics] == [("t", ())]
+
+
+# --------------------------------------------------------------------- read_committed
+
+
+def _txn_topic(logs: LogManager) -> uuid.UUID:
+    """offsets 0 plain; 1 txn of producer 5 (aborted at 3); 2 txn of producer 6 (committed
+    at 4); 5 plain; 6 txn of producer 7, still open; 7 plain."""
+    from coterie.wire.txn_markers import control_batch
+    from tests.unit.log.test_producers import batch
+
+    info = logs.create_topic("txn", 1, {}, NOW)
+    part = logs.partition("txn", 0)
+    part.append(make_batch([b"a"]), 0, NOW)
+    part.append(batch(5, 0, 0, txn=True), 0, NOW)
+    part.append(batch(6, 0, 0, txn=True), 0, NOW)
+    part.append(control_batch(5, 0, False, 0, NOW), 0, NOW, coordinator=True)
+    part.append(control_batch(6, 0, True, 0, NOW), 0, NOW, coordinator=True)
+    part.append(make_batch([b"b"]), 0, NOW)
+    part.append(batch(7, 0, 0, txn=True), 0, NOW)
+    part.append(make_batch([b"c"]), 0, NOW)
+    return info.topic_id
+
+
+def _fetch_isolated(logs: LogManager, topic_id: uuid.UUID, offset: int, isolation: int) -> Any:
+    request = FetchRequest(max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20,
+                           isolation_level=isolation, session_id=0, session_epoch=-1,
+                           topics=(_parts(topic_id, [(0, offset, 1 << 20)]),),
+                           forgotten_topics_data=(), rack_id="")
+    response = asyncio.run(fetch.handle(_ctx(logs, 1, 16), request))
+    return _decode(1, 16, response).responses[0].partitions[0]
+
+
+def _next_offsets(records: bytes) -> list[int]:
+    from coterie.wire.record_batch import batch_headers
+
+    return [h.base_offset for h in batch_headers(records or b"")]
+
+
+def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(logs):
+    topic_id = _txn_topic(logs)
+    committed = _fetch_isolated(logs, topic_id, 0, isolation=1)
+    assert (committed.high_watermark, committed.last_stable_offset) == (8, 6)
+    assert _next_offsets(committed.records) == [0, 1, 2, 3, 4, 5]  # markers go out as stored
+    assert [(a.producer_id, a.first_offset) for a in committed.aborted_transactions] == [(5, 1)]
+    # read_uncommitted: everything, no aborted list, the same LSO.
+    uncommitted = _fetch_isolated(logs, topic_id, 0, isolation=0)
+    assert _next_offsets(uncommitted.records) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert uncommitted.last_stable_offset == 6 and not uncommitted.aborted_transactions
+    # From the open transaction on, a read_committed fetch has nothing yet.
+    waiting = _fetch_isolated(logs, topic_id, 6, isolation=1)
+    assert (waiting.error_code, waiting.records or b"") == (ErrorCode.none, b"")
+    # Past the aborted transaction's marker it is no longer listed.
+    later = _fetch_isolated(logs, topic_id, 4, isolation=1)
+    assert _next_offsets(later.records) == [4, 5] and not later.aborted_transactions
+
+
+def test_read_committed_list_offsets_ends_at_the_lso(logs):
+    _txn_topic(logs)
+
+    def latest(isolation: int) -> int:
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=(
+            ListOffsetsTopic(name="txn", partitions=(ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+        response = offsets.list_offsets(_ctx(logs, 2, 8), request)
+        return _decode(2, 8, response).topics[0].partitions[0].offset
+
+    assert (latest(0), latest(1)) == (8, 6)
