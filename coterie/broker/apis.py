@@ -28,6 +28,7 @@ from coterie.broker.handlers import (
     produce,
     producers,
     topics,
+    transactions,
 )
 from coterie.wire.extensions import (
     CONSUMER_GROUP_INSTALL_ASSIGNMENT,
@@ -70,6 +71,10 @@ APIS: dict[int, Api] = {
         Api(20, "DeleteTopics", 1, 6, topics.delete_topics),
         Api(22, "InitProducerId", 0, 5, producers.init_producer_id),
         Api(23, "OffsetForLeaderEpoch", 2, 4, offsets.offset_for_leader_epoch),
+        Api(24, "AddPartitionsToTxn", 0, 3, transactions.add_partitions_to_txn),
+        Api(25, "AddOffsetsToTxn", 0, 4, transactions.add_offsets_to_txn),
+        Api(26, "EndTxn", 0, 4, transactions.end_txn),
+        Api(28, "TxnOffsetCommit", 0, 4, offset_commit.txn_offset_commit),
         Api(37, "CreatePartitions", 0, 3, topics.create_partitions),
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups),
         Api(47, "OffsetDelete", 0, 0, offset_commit.offset_delete),

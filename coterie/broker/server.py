@@ -35,6 +35,7 @@ from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.topic_admin import TopicAdmin
+from coterie.broker.transactions import TxnRuntime
 from coterie.broker.waiters import FetchWaiters
 from coterie.log.manager import LogManager, TopicInfo
 from coterie.wire.build import build, field_names
@@ -130,12 +131,15 @@ class Broker:
         self.group_events.ensure_topic()
         self.groups.events = self.group_events
         self.topics.listeners.append(self._topics_changed)
+        self.transactions = TxnRuntime(self.logs, self.groups, self.waiters, self.producer_ids,
+                                       self.now_ms, config.props, self.topics.create_topic)
         self.services = Services(
             config=config, cluster_id=self.cluster_id, logs=self.logs, topics=self.topics,
             groups=self.groups, waiters=self.waiters, producer_ids=self.producer_ids,
             clock=self.now_ms,
             apis=tuple(ApiRange(a.key, a.min_version, a.max_version)
-                       for a in sorted(self.apis.values(), key=lambda a: a.key)))
+                       for a in sorted(self.apis.values(), key=lambda a: a.key)),
+            transactions=self.transactions)
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self._connections: set[asyncio.Task] = set()
@@ -162,6 +166,8 @@ class Broker:
         """Load the groups, then hand them the topics as they are now."""
         await self.groups.load()
         self._topics_changed(self.logs.topics)
+        # After the groups: markers still to write may go to __consumer_offsets.
+        await self.transactions.load()
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -210,15 +216,20 @@ class Broker:
         next_retention = time.monotonic() + retention_every
         next_offsets = time.monotonic() + offsets_every
         next_producers = time.monotonic() + producers_every
+        txn_every = self.transactions.tick_interval_ms / 1000
+        next_txn = time.monotonic() + txn_every
         while True:
             await asyncio.sleep(min(flush_every, retention_every, offsets_every,
-                                    producers_every))
+                                    producers_every, txn_every))
             now = self.now_ms()
             try:
                 self.logs.maybe_flush(now)
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
                     self.logs.enforce_retention(now)
+                if time.monotonic() >= next_txn:
+                    next_txn = time.monotonic() + txn_every
+                    self.transactions.tick()
                 if time.monotonic() >= next_producers:
                     next_producers = time.monotonic() + producers_every
                     expired = self.logs.expire_producers(now, producer_expiration_ms)

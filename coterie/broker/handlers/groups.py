@@ -36,10 +36,10 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     keys = list(request.coordinator_keys) if ctx.api_version >= 4 else [request.key]
     entries = []
     for key in keys:
-        if key_type != 0:
+        if key_type not in (0, 1):  # groups and transactions; not share groups yet
             entries.append({"key": key, "error_code": ErrorCode.coordinator_not_available,
-                            "error_message": "coterie coordinates groups only", "node_id": -1,
-                            "host": "", "port": -1})
+                            "error_message": "coterie coordinates groups and transactions "
+                            "only", "node_id": -1, "host": "", "port": -1})
         else:
             entries.append({"key": key, "error_code": ErrorCode.none, "node_id": cfg.node_id,
                             "host": cfg.advertised_host, "port": cfg.advertised_port})

@@ -18,9 +18,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import LEADER_EPOCH, RequestContext
+from coterie.log.batch import parse_batch_header
 from coterie.log.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
 )
@@ -47,8 +49,9 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
     except RecordTooLargeError as e:
         return {"index": index, "error_code": ErrorCode.message_too_large, "base_offset": -1,
                 "log_start_offset": part.log_start_offset, "error_message": str(e)}
-    except (OutOfOrderSequenceError, InvalidProducerEpochError) as e:
+    except (OutOfOrderSequenceError, InvalidProducerEpochError, InvalidTxnStateError) as e:
         code = (ErrorCode.out_of_order_sequence_number if isinstance(e, OutOfOrderSequenceError)
+                else ErrorCode.invalid_txn_state if isinstance(e, InvalidTxnStateError)
                 else ErrorCode.invalid_producer_epoch)
         log.info("refused batch from %s for %s-%d: %s", ctx.who, topic, index, e)
         return {"index": index, "error_code": code, "base_offset": -1,
@@ -57,6 +60,32 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
     return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,
             "log_append_time": info.log_append_time_ms,
             "log_start_offset": part.log_start_offset}
+
+
+def _transactional(ctx: RequestContext, tid: str, topic: str, p: Any) -> dict:
+    """A transactional produce: the partition must be in the producer's open transaction
+    (AddPartitionsToTxn first, as Kafka checks since KIP-890), else INVALID_TXN_STATE (or
+    PRODUCER_FENCED for an old epoch); then it is appended like any other."""
+    headers = _first_header(p.records)
+    runtime = ctx.services.transactions
+    if headers is not None and runtime is not None:
+        refusal = runtime.verify(tid, headers.producer_id, headers.producer_epoch, topic,
+                                 p.index)
+        if refusal is not None:
+            return {"index": p.index, "error_code": refusal, "base_offset": -1,
+                    "log_start_offset": -1,
+                    "error_message": f"{topic}-{p.index} is not in the open transaction of "
+                    f"{tid!r} for this producer ({refusal.name})"}
+    return _partition_result(ctx, topic, p.index, p.records)
+
+
+def _first_header(records: Any) -> Any:
+    if not records:
+        return None
+    try:
+        return parse_batch_header(records, 0)
+    except CorruptRecordError:
+        return None
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -69,10 +98,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         "base_offset": -1, "log_start_offset": -1}
                        for p in topic_data.partition_data]
         elif request.transactional_id is not None:
-            results = [{"index": p.index,
-                        "error_code": ErrorCode.transactional_id_authorization_failed,
-                        "base_offset": -1, "log_start_offset": -1,
-                        "error_message": "coterie does not support transactions yet"}
+            results = [_transactional(ctx, request.transactional_id, name, p)
                        for p in topic_data.partition_data]
         else:
             results = [_partition_result(ctx, name, p.index, p.records)

@@ -7,8 +7,8 @@ simple and coterie follows it: every such request gets a new id, whatever id and
 carries (a producer bumps its epoch this way after losing track of its sequence numbers,
 KIP-360; a new id serves that just as well, since nothing else is tied to the old one).
 
-Transactional ids are the transaction coordinator's; until coterie has one, they are refused
-with a message that says so.
+A request with a transactional id goes to the transaction coordinator
+(`handlers/transactions.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
+from coterie.broker.handlers.transactions import init_transactional
 from coterie.log.errors import StorageError
 
 log = logging.getLogger("coterie.producers")
@@ -33,8 +34,7 @@ def init_producer_id(ctx: RequestContext, request: Any) -> Any:
                             "producer_id": producer_id, "producer_epoch": epoch})
 
     if request.transactional_id is not None:
-        return answer(ErrorCode.transactional_id_authorization_failed,
-                      message="coterie does not support transactions yet")
+        return init_transactional(ctx, request)
     try:
         producer_id = ctx.services.producer_ids.next_id()
     except (StorageError, OSError) as e:

@@ -1,0 +1,93 @@
+"""InitProducerId with a transactional id, AddPartitionsToTxn (v0-v3, the client form),
+AddOffsetsToTxn and EndTxn: translations to the transaction coordinator's core
+(coterie.txn.manager) through its runtime (coterie.broker.transactions).
+
+Versions: coterie serves transactions version 1 (it does not advertise the
+`transaction.version` feature), so Kafka 4.x clients add partitions and offsets explicitly
+and send EndTxn up to v4 and TxnOffsetCommit up to v4, as they do against a Kafka broker
+without transactions version 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coterie.broker.context import RequestContext, millis
+from coterie.log.names import validate_topic_name
+
+
+def _runtime(ctx: RequestContext) -> Any:
+    return ctx.services.transactions
+
+
+def init_transactional(ctx: RequestContext, request: Any) -> Any:
+    """InitProducerId for a transactional id (the idempotent case is in producers.py)."""
+    runtime = _runtime(ctx)
+
+    def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> Any:
+        return ctx.respond({"throttle_time": 0, "error_code": error, "producer_id": pid,
+                            "producer_epoch": epoch})
+
+    if not runtime.loaded:
+        return answer(ErrorCode.coordinator_load_in_progress)
+    tid = request.transactional_id
+    result = runtime.run(tid, runtime.manager(tid).init_producer_id(
+        tid, millis(request.transaction_timeout), getattr(request, "producer_id", -1),
+        getattr(request, "producer_epoch", -1), ctx.services.now_ms()))
+    return answer(result.error, result.producer_id, result.producer_epoch)
+
+
+def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
+    runtime = _runtime(ctx)
+    topics = request.v3_and_below_topics or ()
+    tid = request.v3_and_below_transactional_id
+
+    def answer(codes: dict[tuple[str, int], ErrorCode]) -> Any:
+        return ctx.respond({"throttle_time": 0, "results_by_topic_v3_and_below": [
+            {"name": t.name, "results_by_partition": [
+                {"partition_index": p, "partition_error_code": codes[(t.name, p)]}
+                for p in t.partitions or ()]} for t in topics]})
+
+    wanted = [(t.name, p) for t in topics for p in t.partitions or ()]
+    if not runtime.loaded:
+        return answer(dict.fromkeys(wanted, ErrorCode.coordinator_load_in_progress))
+    logs = ctx.services.logs
+    unknown = {tp for tp in wanted
+               if validate_topic_name(tp[0]) is not None or logs.partition(*tp) is None}
+    if unknown:
+        # Kafka refuses the whole request: the unknown partitions with their error, the
+        # others OPERATION_NOT_ATTEMPTED.
+        return answer({tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+                       else ErrorCode.operation_not_attempted for tp in wanted})
+    result = runtime.run(tid, runtime.manager(tid).add_partitions(
+        tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted,
+        ctx.services.now_ms()))
+    return answer(dict.fromkeys(wanted, result.error))
+
+
+def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
+    runtime = _runtime(ctx)
+    if not runtime.loaded:
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": ErrorCode.coordinator_load_in_progress})
+    tid = request.transactional_id
+    if not request.group_id:
+        return ctx.respond({"throttle_time": 0, "error_code": ErrorCode.invalid_group_id})
+    result = runtime.run(tid, runtime.manager(tid).add_offsets(
+        tid, request.producer_id, request.producer_epoch, request.group_id,
+        ctx.services.now_ms()))
+    return ctx.respond({"throttle_time": 0, "error_code": result.error})
+
+
+def end_txn(ctx: RequestContext, request: Any) -> Any:
+    runtime = _runtime(ctx)
+    if not runtime.loaded:
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": ErrorCode.coordinator_load_in_progress})
+    tid = request.transactional_id
+    result = runtime.run(tid, runtime.manager(tid).end_txn(
+        tid, request.producer_id, request.producer_epoch, request.committed,
+        ctx.services.now_ms()))
+    return ctx.respond({"throttle_time": 0, "error_code": result.error})

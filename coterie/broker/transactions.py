@@ -1,0 +1,230 @@
+"""The transaction coordinator's runtime: `__transaction_state`, markers, timeouts.
+
+The rules are the pure core's (coterie.txn.manager, one `TxnManager` per partition of
+`__transaction_state`, a transactional id mapped to its partition as Kafka does). Around it
+this runtime does the I/O, in the shape of the group runtime (coterie.broker.groups):
+
+- every result's records are appended to the manager's partition before the answer; a
+  failed append is reverted and answered COORDINATOR_NOT_AVAILABLE;
+- marker jobs are carried out at once: a COMMIT or ABORT control batch for each partition
+  of the transaction, written as a coordinator append to data partitions (waking long-poll
+  fetches) and through the group runtime to `__consumer_offsets` partitions (which commits
+  or drops the transaction's pending offsets); then `markers_written` completes the
+  transaction. A job that cannot finish (a disk error) stays in PREPARE_* and is retried by
+  `tick`, as are the jobs found pending when the partitions are loaded;
+- `tick` (from the broker's housekeeping) also aborts transactions past their timeout and
+  forgets idle transactional ids.
+
+Single node: the markers are local appends, not WriteTxnMarkers requests, and the
+coordinator epoch written in them is 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import logging
+from collections.abc import Callable, Iterator
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch
+from kio.records.schema import Record as WireRecord
+from kio.records.writers import write_new_batch
+from kio.schema.errors import ErrorCode
+
+from coterie.broker.groups import GroupRuntime
+from coterie.broker.offsets_topic import OFFSETS_TOPIC
+from coterie.broker.waiters import FetchWaiters
+from coterie.group.partitioning import partition_for
+from coterie.log.errors import LogError
+from coterie.log.manager import LogManager
+from coterie.txn import log_codec
+from coterie.txn.manager import MarkerJob, ProducerIds, TxnConfig, TxnManager, TxnResult
+from coterie.txn.metadata import TxnMetadata
+from coterie.wire.txn_markers import control_batch
+
+log = logging.getLogger("coterie.transactions")
+
+TXN_TOPIC = "__transaction_state"
+LOAD_CHUNK_BYTES = 4 * 1024 * 1024
+TXN_DEFAULTS = {
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.segment.bytes": str(100 * 1024 * 1024),
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": str(7 * 24 * 3_600_000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+}
+
+
+class TxnRuntime:
+    def __init__(self, logs: LogManager, groups: GroupRuntime, waiters: FetchWaiters,
+                 producer_ids: ProducerIds, clock: Callable[[], int],
+                 props: dict[str, str], create_topic: Callable[..., object]) -> None:
+        settings = {**TXN_DEFAULTS, **props}
+        self.logs = logs
+        self.groups = groups
+        self.waiters = waiters
+        self.now_ms = clock
+        if TXN_TOPIC in logs.topics:
+            partitions = logs.topics[TXN_TOPIC].partitions
+        else:
+            partitions = int(settings["transaction.state.log.num.partitions"])
+            create_topic(TXN_TOPIC, partitions, {
+                "cleanup.policy": "compact",
+                "segment.bytes": settings["transaction.state.log.segment.bytes"]})
+        config = TxnConfig(max_timeout_ms=int(settings["transaction.max.timeout.ms"]),
+                           offsets_partitions=groups.num_partitions,
+                           id_expiration_ms=int(settings["transactional.id.expiration.ms"]))
+        self.managers = [TxnManager(config, producer_ids) for _ in range(partitions)]
+        self.tick_interval_ms = int(
+            settings["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
+        self.loaded = False
+
+    def partition_of(self, tid: str) -> int:
+        return partition_for(tid, len(self.managers))
+
+    def manager(self, tid: str) -> TxnManager:
+        return self.managers[self.partition_of(tid)]
+
+    # -- loading --------------------------------------------------------------------------
+    async def load(self) -> None:
+        count = 0
+        for index, manager in enumerate(self.managers):
+            for chunk in self._read(index):
+                for tid, meta in chunk:
+                    manager.replay(tid, meta)
+                    manager.committed([meta if meta is not None else tid])
+                    count += 1
+                await asyncio.sleep(0)
+        self.loaded = True
+        log.info("loaded %d transaction records from %s", count, TXN_TOPIC)
+        for index, manager in enumerate(self.managers):
+            for job in manager.pending_marker_jobs():
+                self._write_markers(index, job)
+
+    def _read(self, index: int) -> Iterator[list[tuple[str, TxnMetadata | None]]]:
+        part = self.logs.partition(TXN_TOPIC, index)
+        if part is None:
+            return
+        offset = part.log_start_offset
+        while offset < part.log_end_offset:
+            data = part.read(offset, LOAD_CHUNK_BYTES)
+            if not data:
+                break
+            chunk = []
+            pos = 0
+            while pos < len(data):
+                batch, size = read_batch(data, pos)
+                pos += size
+                for wire in batch.records:
+                    offset = wire.offset + 1
+                    if wire.key is None:
+                        continue
+                    try:
+                        chunk.append(log_codec.decode(wire.key, wire.value))
+                    except (log_codec.TxnRecordError, UnicodeDecodeError):
+                        log.warning("skipped an unreadable record at %s-%d offset %d",
+                                    TXN_TOPIC, index, wire.offset)
+                offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
+            yield chunk
+
+    # -- running results ------------------------------------------------------------------
+    def run(self, tid: str, result: TxnResult) -> TxnResult:
+        """Append the result's records, then carry out its marker jobs."""
+        index = self.partition_of(tid)
+        manager = self.managers[index]
+        if result.records:
+            try:
+                self._append(index, result.records)
+            except (LogError, OSError) as e:
+                log.error("could not persist the state of transactional id %r: %s", tid, e)
+                manager.revert(result.records)
+                return TxnResult(ErrorCode.coordinator_not_available)
+            manager.committed(result.records)
+        for job in result.markers:
+            self._write_markers(index, job)
+        return result
+
+    def _append(self, index: int, records: list[TxnMetadata | str]) -> None:
+        now = self.now_ms()
+        stamp = datetime.datetime.fromtimestamp(now / 1000, datetime.UTC)
+        wire = []
+        for i, r in enumerate(records):
+            key, value = (log_codec.encode(None, r) if isinstance(r, str)
+                          else log_codec.encode(r))
+            wire.append(WireRecord(attributes=0, timestamp=stamp, offset=i, key=key,
+                                   value=value, headers=()))
+        buf = io.BytesIO()
+        write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1,
+                                            base_sequence=-1, records=tuple(wire),
+                                            attributes=0))
+        part = self.logs.partition(TXN_TOPIC, index)
+        if part is None:
+            raise LogError(f"{TXN_TOPIC}-{index} is missing")
+        part.append(buf.getvalue(), 0, now, coordinator=True)
+
+    def _write_markers(self, index: int, job: MarkerJob) -> None:
+        now = self.now_ms()
+        producer = (job.producer_id, job.producer_epoch)
+        try:
+            for topic, p in sorted(job.partitions):
+                if topic == OFFSETS_TOPIC:
+                    self.groups.end_transaction(p, producer, job.commit, 0)
+                    continue
+                part = self.logs.partition(topic, p)
+                if part is None:
+                    continue  # deleted since: nothing left to mark
+                part.append(control_batch(job.producer_id, job.producer_epoch, job.commit,
+                                          0, now), 0, now, coordinator=True)
+                self.waiters.notify(topic, p)
+        except Exception:
+            log.exception("could not write the markers of transactional id %r; retrying "
+                          "later", job.transactional_id)
+            return
+        manager = self.managers[index]
+        self.run(job.transactional_id, manager.markers_written(job.transactional_id, now))
+
+    # -- housekeeping ---------------------------------------------------------------------
+    def tick(self) -> None:
+        """Abort timed-out transactions, retry unfinished markers, forget idle ids."""
+        if not self.loaded:
+            return
+        now = self.now_ms()
+        for index, manager in enumerate(self.managers):
+            for job in manager.pending_marker_jobs():
+                self._write_markers(index, job)
+            expired = manager.expire_transactions(now)
+            for r in expired.records:
+                if not isinstance(r, str):
+                    log.info("aborting transaction of %r: open longer than its timeout",
+                             r.transactional_id)
+            self._run_many(index, expired)
+            self._run_many(index, manager.expire_transactional_ids(now))
+
+    def _run_many(self, index: int, result: TxnResult) -> None:
+        if not result.records and not result.markers:
+            return
+        manager = self.managers[index]
+        try:
+            self._append(index, result.records) if result.records else None
+        except (LogError, OSError) as e:
+            log.error("could not persist transaction state: %s", e)
+            manager.revert(result.records)
+            return
+        manager.committed(result.records)
+        for job in result.markers:
+            self._write_markers(index, job)
+
+    # -- checks for the data path ---------------------------------------------------------
+    def verify(self, tid: str, producer_id: int, epoch: int, topic: str,
+               partition: int) -> ErrorCode | None:
+        """A transactional write (Produce, TxnOffsetCommit) to a partition the transaction
+        has not added is INVALID_TXN_STATE; a stale epoch PRODUCER_FENCED."""
+        if not self.loaded:
+            return ErrorCode.coordinator_load_in_progress
+        return self.manager(tid).verify(tid, producer_id, epoch, (topic, partition))
+
+    def verify_offsets(self, tid: str, producer_id: int, epoch: int, offsets_partition: int,
+                       version: int) -> ErrorCode | None:
+        return self.verify(tid, producer_id, epoch, OFFSETS_TOPIC, offsets_partition)
