@@ -3,9 +3,10 @@ confluent-kafka (librdkafka) as the client:
 
 * a transactional producer commits one transaction and aborts another; a read_committed
   consumer sees exactly the committed records, a read_uncommitted one sees both;
-* exactly-once consume-transform-produce: offsets sent with `send_offsets_to_transaction`
-  are invisible until the commit (a stable OffsetFetch answers UNSTABLE_OFFSET_COMMIT while
-  the transaction is open) and vanish on abort;
+* exactly-once consume-transform-produce, with a classic and with a consumer-protocol
+  (KIP-848) group: offsets sent with `send_offsets_to_transaction` count only once the
+  transaction commits and vanish on abort;
+* kafka-python's transactional producer commits and aborts the same way;
 * zombie fencing: a second producer with the same transactional.id fences the first, whose
   open transaction is aborted;
 * a kill -9 of the broker mid-transaction: after the restart the transaction is aborted on
@@ -90,7 +91,8 @@ def test_commit_and_abort_with_read_committed_consumers(coterie):
     assert len(everything) == 31
 
 
-def test_offsets_sent_to_a_transaction_commit_with_it(coterie):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_offsets_sent_to_a_transaction_commit_with_it(coterie, protocol):
     source, sink = _topic(coterie, 1), _topic(coterie, 1)
     feeder = Producer({"bootstrap.servers": coterie.bootstrap})
     for i in range(10):
@@ -98,6 +100,7 @@ def test_offsets_sent_to_a_transaction_commit_with_it(coterie):
     assert feeder.flush(30) == 0
     group = _name("eos")
     consumer = Consumer({"bootstrap.servers": coterie.bootstrap, "group.id": group,
+                         "group.protocol": protocol,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "isolation.level": "read_committed"})
     consumer.subscribe([source])
@@ -129,6 +132,27 @@ def test_offsets_sent_to_a_transaction_commit_with_it(coterie):
         consumer.close()
     out = _read(coterie, sink, 1, "read_committed", 10)
     assert sorted(out) == sorted(f"out-{i}".encode() for i in range(10))
+
+
+def test_kafka_python_transactional_producer(coterie):
+    from kafka import KafkaProducer
+
+    topic = _topic(coterie, 2)
+    p = KafkaProducer(bootstrap_servers=coterie.bootstrap, transactional_id=_name("kp-tx"))
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(6):
+            p.send(topic, f"kp-{i}".encode(), partition=i % 2)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send(topic, b"kp-aborted", partition=0)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close(timeout=10)
+    assert sorted(_read(coterie, topic, 2, "read_committed", 6)) == sorted(
+        f"kp-{i}".encode() for i in range(6))
 
 
 def test_a_second_producer_fences_the_first(coterie):
