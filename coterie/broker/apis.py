@@ -79,6 +79,8 @@ APIS: dict[int, Api] = {
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups),
         Api(47, "OffsetDelete", 0, 0, offset_commit.offset_delete),
         Api(61, "DescribeProducers", 0, 0, producers.describe_producers),
+        Api(65, "DescribeTransactions", 0, 0, transactions.describe_transactions),
+        Api(66, "ListTransactions", 0, 1, transactions.list_transactions),
         Api(68, "ConsumerGroupHeartbeat", 0, 1, consumer_groups.consumer_group_heartbeat),
         Api(69, "ConsumerGroupDescribe", 0, 1, consumer_groups.consumer_group_describe),
         # coterie extensions (client-side assignors for KIP-848 consumer groups)

@@ -99,3 +99,29 @@ def test_producer_perf_test_with_defaults(coterie, kafka_lib, tmp_path):
         written = stored_producers(conn, topic, 2)
     assert sum(ends) == records
     assert -1 not in written and sum(written.values()) == records, written
+
+
+def test_kafka_transactions_list_and_describe(coterie, kafka_lib, tmp_path):
+    from confluent_kafka import Producer
+
+    topic = f"txtool-{uuid.uuid4().hex[:8]}"
+    tid = f"tool-tx-{uuid.uuid4().hex[:6]}"
+    with RawConnection(coterie.host, coterie.port) as conn:
+        assert create(conn, topic, 2).error_code == ErrorCode.none
+    p = Producer({"bootstrap.servers": coterie.bootstrap, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"x", partition=1)
+    p.flush(30)  # the transaction stays open: partition 1 is in it
+
+    def tool(*args: str) -> str:
+        done = _java(kafka_lib, tmp_path, TRANSACTIONS_MAIN,
+                     ["--bootstrap-server", coterie.bootstrap, *args])
+        assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+        return done.stdout.decode(errors="replace")
+
+    described = tool("describe", "--transactional-id", tid)
+    assert "Ongoing" in described and f"{topic}-1" in described, described
+    p.commit_transaction(30)
+    listed = [line.split() for line in tool("list").splitlines()]
+    assert any(row[:1] == [tid] and "CompleteCommit" in row for row in listed), listed

@@ -1,6 +1,7 @@
 """InitProducerId with a transactional id, AddPartitionsToTxn (v0-v3, the client form),
-AddOffsetsToTxn and EndTxn: translations to the transaction coordinator's core
-(coterie.txn.manager) through its runtime (coterie.broker.transactions).
+AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions: translations to the
+transaction coordinator's core (coterie.txn.manager) through its runtime
+(coterie.broker.transactions).
 
 Versions: coterie serves transactions version 1 (it does not advertise the
 `transaction.version` feature), so Kafka 4.x clients add partitions and offsets explicitly
@@ -16,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext, millis
 from coterie.log.names import validate_topic_name
+from coterie.txn.metadata import TxnState
 
 
 def _runtime(ctx: RequestContext) -> Any:
@@ -91,3 +93,60 @@ def end_txn(ctx: RequestContext, request: Any) -> Any:
         tid, request.producer_id, request.producer_epoch, request.committed,
         ctx.services.now_ms()))
     return ctx.respond({"throttle_time": 0, "error_code": result.error})
+
+
+def describe_transactions(ctx: RequestContext, request: Any) -> Any:
+    """DescribeTransactions v0 (`kafka-transactions describe`): state, producer id and
+    epoch, timeout, start time and partitions of each transactional id;
+    TRANSACTIONAL_ID_NOT_FOUND for an unknown one."""
+    runtime = _runtime(ctx)
+    states = []
+    for tid in request.transactional_ids or ():
+        entry: dict[str, Any] = {"transactional_id": tid, "transaction_state": "",
+                                 "transaction_timeout": 0, "transaction_start_time": -1,
+                                 "producer_id": -1, "producer_epoch": -1, "topics": []}
+        if not runtime.loaded:
+            states.append({**entry, "error_code": ErrorCode.coordinator_load_in_progress})
+            continue
+        meta = runtime.manager(tid).describe(tid) if tid else None
+        if meta is None:
+            states.append({**entry, "error_code": ErrorCode.transactional_id_not_found})
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append({**entry, "error_code": ErrorCode.none,
+                       "transaction_state": meta.state.label,
+                       "transaction_timeout": meta.timeout_ms,
+                       "transaction_start_time": meta.txn_start_ms,
+                       "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
+                       "topics": [{"topic": t, "partitions": ps}
+                                  for t, ps in by_topic.items()]})
+    return ctx.respond({"throttle_time": 0, "transaction_states": states})
+
+
+def list_transactions(ctx: RequestContext, request: Any) -> Any:
+    """ListTransactions v0-v1 (`kafka-transactions list`), with Kafka's filters: states
+    (unknown names are echoed back), producer ids, and (v1) how long a transaction has run."""
+    runtime = _runtime(ctx)
+    if not runtime.loaded:
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": ErrorCode.coordinator_load_in_progress,
+                            "unknown_state_filters": [], "transaction_states": []})
+    known = {s.label.lower() for s in TxnState}
+    wanted = list(request.state_filters or ())
+    unknown = [s for s in wanted if s.lower() not in known]
+    now = ctx.services.now_ms()
+    listed = []
+    for manager in runtime.managers:
+        listed += manager.listing([s for s in wanted if s.lower() in known] or
+                                  ([] if not wanted else ["-none-"]),
+                                  request.producer_id_filters or (),
+                                  getattr(request, "duration_filter", -1), now)
+    return ctx.respond({"throttle_time": 0, "error_code": ErrorCode.none,
+                        "unknown_state_filters": unknown,
+                        "transaction_states": [
+                            {"transactional_id": m.transactional_id,
+                             "producer_id": m.producer_id,
+                             "transaction_state": m.state.label}
+                            for m in sorted(listed, key=lambda m: m.transactional_id)]})
