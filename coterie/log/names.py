@@ -24,7 +24,7 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 INTERNAL_TOPICS: frozenset[str] = frozenset({
     "__consumer_offsets",  # group coordinator: groups and committed offsets
     "__group_events",  # coterie's group-event stream (coterie.broker.group_events)
-    "__transaction_state",  # transaction coordinator (Kafka's; not in coterie yet)
+    "__transaction_state",  # transaction coordinator (coterie.broker.transactions)
     "__share_group_state",  # share-group state (Kafka's; not in coterie yet)
 })
 

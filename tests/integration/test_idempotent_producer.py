@@ -225,15 +225,6 @@ def test_duplicates_are_recognised_across_kill9(coterie):
         assert after > pid
 
 
-def test_transactional_ids_are_refused_clearly_for_now(coterie):
-    with RawConnection(coterie.host, coterie.port) as conn:
-        resp = conn.request(InitProducerIdRequest(
-            transactional_id="txn-1", transaction_timeout=datetime.timedelta(seconds=60),
-            producer_id=-1, producer_epoch=-1))
-        assert resp.error_code == ErrorCode.transactional_id_authorization_failed
-        assert resp.producer_id == -1
-
-
 @pytest.mark.parametrize("version", [0, 2, 3, 5])
 def test_every_init_producer_id_version(coterie, version):
     import importlib

@@ -131,18 +131,19 @@ def test_metadata_marks_exactly_the_internal_topics(conn):
     assert create(conn, "plain", 1).error_code == ErrorCode.none
     flags = {name: t.is_internal for name, t in metadata(conn, None).items()}
     # A "__" name alone does not make a topic internal, as in Kafka.
-    assert flags == {OFFSETS: True, EVENTS: True, "__mine": False, "plain": False}
+    assert flags == {OFFSETS: True, EVENTS: True, "__transaction_state": True,
+                     "__mine": False, "plain": False}
     # ... and such a topic may be deleted like any other.
     assert delete_by_name(conn, "__mine").error_code == ErrorCode.none
 
 
 def test_missing_internal_topic_is_not_auto_created(conn):
-    answer = metadata(conn, ["__transaction_state", "auto-made"], auto=True)
-    missing = answer["__transaction_state"]
+    answer = metadata(conn, ["__share_group_state", "auto-made"], auto=True)
+    missing = answer["__share_group_state"]
     assert (missing.error_code, missing.is_internal) == (
         ErrorCode.unknown_topic_or_partition, True)
     assert answer["auto-made"].error_code == ErrorCode.none  # ordinary names still are
-    assert "__transaction_state" not in metadata(conn, None)
+    assert "__share_group_state" not in metadata(conn, None)
 
 
 def test_create_topics_of_an_existing_internal_topic(conn):
