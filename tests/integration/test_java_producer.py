@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -125,3 +126,56 @@ def test_kafka_transactions_list_and_describe(coterie, kafka_lib, tmp_path):
     p.commit_transaction(30)
     listed = [line.split() for line in tool("list").splitlines()]
     assert any(row[:1] == [tid] and "CompleteCommit" in row for row in listed), listed
+
+
+COPIER_MAIN = "org.apache.kafka.tools.TransactionalMessageCopier"
+
+
+def test_java_exactly_once_copier_with_random_aborts(coterie, kafka_lib, tmp_path):
+    """Kafka's own TransactionalMessageCopier (the tool its system tests use for
+    exactly-once): the Java client's transactional producer with a consumer in a group,
+    committing offsets in each transaction (`sendOffsetsToTransaction` with the group
+    metadata) and aborting transactions at random. The output, read with read_committed,
+    holds every input record exactly once, and the group's committed offset is the end."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    source = f"copy-in-{uuid.uuid4().hex[:6]}"
+    sink = f"copy-out-{uuid.uuid4().hex[:6]}"
+    group = f"copier-{uuid.uuid4().hex[:6]}"
+    with RawConnection(coterie.host, coterie.port) as conn:
+        assert create(conn, source, 1).error_code == ErrorCode.none
+        assert create(conn, sink, 1).error_code == ErrorCode.none
+    feeder = Producer({"bootstrap.servers": coterie.bootstrap})
+    values = [f"msg-{i:04d}".encode() for i in range(500)]
+    for v in values:
+        feeder.produce(source, v, partition=0)
+    assert feeder.flush(30) == 0
+    done = _java(kafka_lib, tmp_path, COPIER_MAIN,
+                 ["--broker-list", coterie.bootstrap, "--input-topic", source,
+                  "--input-partition", "0", "--output-topic", sink,
+                  "--transactional-id", f"copier-tx-{uuid.uuid4().hex[:6]}",
+                  "--consumer-group", group, "--transaction-size", "50",
+                  "--max-messages", "500", "--enable-random-aborts", "--group-mode",
+                  "--use-group-metadata"], timeout=180)
+    assert done.returncode == 0, (done.stderr.decode(errors="replace")[-3000:]
+                                  + done.stdout.decode(errors="replace")[-2000:])
+    reader = Consumer({"bootstrap.servers": coterie.bootstrap, "group.id": "reader",
+                       "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        reader.assign([TopicPartition(sink, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(got) < len(values):
+            msg = reader.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        extra = reader.poll(1.0)
+        assert extra is None or extra.error() is not None, "more than every record once"
+    finally:
+        reader.close()
+    assert sorted(got) == values
+    checker = Consumer({"bootstrap.servers": coterie.bootstrap, "group.id": group})
+    try:
+        assert checker.committed([TopicPartition(source, 0)], 10)[0].offset == len(values)
+    finally:
+        checker.close()
