@@ -11,6 +11,7 @@ test sends invalid input over TCP and checks the exact error codes.
 from __future__ import annotations
 
 import datetime
+import json
 import time
 import uuid
 from collections import Counter
@@ -77,6 +78,33 @@ def _heartbeat_error(broker: Any, group: str, generation: int, member_id: str) -
     with RawConnection(broker.host, broker.port) as conn:
         return conn.request(HeartbeatRequest(group_id=group, generation_id=generation,
                                              member_id=member_id)).error_code
+
+
+def _group_story(broker: Any, group: str) -> str:
+    """The group's events from coterie's `__group_events` topic, one line each (type, member,
+    generation, details), to explain a generation count in a failure message. The reference
+    broker has no such topic: empty there."""
+    if not isinstance(broker, CoterieBroker):
+        return ""
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": _name("story"),
+                       "enable.auto.commit": False})
+    reader.assign([CkTopicPartition("__group_events", 0, 0)])
+    lines: list[str] = []
+    deadline = time.monotonic() + 5
+    try:
+        while time.monotonic() < deadline:
+            msg = reader.poll(0.2)
+            if msg is None:
+                if lines:
+                    break
+                continue
+            if msg.error() is None and msg.key() == group.encode():
+                e = json.loads(msg.value())
+                lines.append(f"{e['type']} gen={e['generation']} member={e['member']} "
+                             f"{e['details']}")
+    finally:
+        reader.close()
+    return "\n".join(lines)
 
 
 def _name(prefix: str) -> str:
@@ -223,7 +251,14 @@ def test_leave_and_late_join_reassign_everything(group_broker: Any) -> None:
             wait_until_settled(now, parts)
             assert not ownership_problems(now, parts)
             wait_for_admin_view(broker.bootstrap, group, {m.label: m.assignment for m in now})
-            assert kp.generation() == generation + 2
+            # One new generation for the late joiner. A client may add one more by rejoining
+            # on its own after the round (kafka-python sets its rejoin flag from a heartbeat
+            # answered REBALANCE_IN_PROGRESS; a leader's rejoin in Stable is a rebalance on
+            # Kafka too): seen once in hundreds of CI runs, so one extra is tolerated and the
+            # group's event story is printed when the count is off.
+            assert kp.generation() in (generation + 2, generation + 3), (
+                f"generation {kp.generation()}, expected {generation + 2}\n"
+                + _group_story(broker, group))
             assert _heartbeat_error(broker, group, generation + 1, kp.member_id()) == (
                 ErrorCode.illegal_generation)
         finally:
