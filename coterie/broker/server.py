@@ -279,7 +279,10 @@ class Broker:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
-            raise
+            # Shutdown cancels every connection. End the task normally: on Python 3.11 the
+            # stream server's done-callback asks a cancelled handler task for its exception,
+            # and the loop logs that as an error with a traceback at every stop.
+            pass
         finally:
             if task is not None:
                 self._connections.discard(task)

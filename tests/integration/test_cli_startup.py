@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 
 from tests.fixtures.coterie_broker import free_port
 
@@ -70,3 +71,39 @@ def test_bad_config_value(tmp_path):
     assert r.returncode != 0
     assert "num.partitions" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_stop_with_a_fetch_waiting_logs_no_traceback(coterie) -> None:
+    """A SIGTERM while a consumer's long-poll Fetch is parked ends every connection quietly:
+    Python 3.11's stream server used to log each cancelled connection as an asyncio error
+    with a traceback."""
+    from kio.schema.errors import ErrorCode
+
+    from tests.integration.test_data_plane_raw import create
+    from tests.kafka_raw import RawConnection
+
+    with RawConnection(coterie.host, coterie.port) as conn:
+        made = create(conn, "parked", 1)
+        assert made.error_code == ErrorCode.none
+        waiting = RawConnection(coterie.host, coterie.port)
+        waiting.send(_long_poll(made.topic_id))
+        time.sleep(0.5)  # the Fetch is parked in the broker's waiters
+        coterie.stop()
+        waiting.close()
+    log = coterie.log_text()
+    assert "shutting down" in log
+    assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
+
+
+def _long_poll(topic_id) -> object:
+    import datetime
+
+    from kio.schema.fetch.v16.request import FetchPartition, FetchRequest, FetchTopic
+
+    return FetchRequest(
+        max_wait=datetime.timedelta(seconds=30), min_bytes=1, max_bytes=1 << 20,
+        isolation_level=0, session_id=0, session_epoch=-1,
+        topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=(), rack_id="")
