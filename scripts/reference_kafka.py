@@ -103,9 +103,11 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "coterie"
 
 
-def lib_dir(version: str | None = None) -> Path:
-    """Directory holding every jar of one Kafka version: <cache root>/kafka-<version>/lib."""
-    return cache_root() / f"kafka-{version or kafka_version()}" / "lib"
+def lib_dir(version: str | None = None, jar_set: str = "lib") -> Path:
+    """Directory holding one set of jars of one Kafka version: <cache root>/kafka-<version>/
+    <set>, where "lib" is the broker with its tools and "streams" is Kafka Streams with its
+    client (see `JAR_SETS`)."""
+    return cache_root() / f"kafka-{version or kafka_version()}" / jar_set
 
 
 def missing_tools(tools: Sequence[str] = ("java", "mvn")) -> list[str]:
@@ -130,11 +132,23 @@ def free_port() -> int:
 # --------------------------------------------------------------------------- fetching
 
 
-def _artifacts(version: str) -> list[tuple[str, str, str]]:
-    return [
-        ("org.apache.kafka", f"kafka_{SCALA_VERSION}", version),
-        ("org.apache.kafka", "kafka-tools", version),
-    ]
+# Named sets of artifacts, each resolved with its runtime dependencies into its own directory:
+# the broker and its command-line tools; Kafka Streams (an application's classpath, kept apart
+# so that the broker's classpath stays what a Kafka distribution ships).
+# Entries are (group, artifact, version); version None means the Kafka version in use. Kafka
+# Streams leaves the logging backend to the application: slf4j-simple (stderr) matches the
+# slf4j-api 1.7 it depends on.
+JAR_SETS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
+    "lib": (("org.apache.kafka", f"kafka_{SCALA_VERSION}", None),
+            ("org.apache.kafka", "kafka-tools", None)),
+    "streams": (("org.apache.kafka", "kafka-streams", None),
+                ("org.slf4j", "slf4j-simple", "1.7.36")),
+}
+
+
+def _artifacts(version: str, jar_set: str = "lib") -> list[tuple[str, str, str]]:
+    return [(group, artifact, pinned or version)
+            for group, artifact, pinned in JAR_SETS[jar_set]]
 
 
 def _run_maven(args: list[str], cwd: Path) -> None:
@@ -167,10 +181,11 @@ def _add_slf4j_binding(staging: Path, workdir: Path) -> None:
     )
 
 
-def fetch(version: str | None = None, log=None) -> Path:
-    """Resolve Kafka's jars into the cache (idempotent) and return the lib directory."""
+def fetch(version: str | None = None, log=None, jar_set: str = "lib") -> Path:
+    """Resolve one set of Kafka's jars (`JAR_SETS`) into the cache (idempotent) and return
+    its directory."""
     version = version or kafka_version()
-    lib = lib_dir(version)
+    lib = lib_dir(version, jar_set)
     if (lib / COMPLETE_MARKER).exists():
         return lib
     require_tools(("mvn",))
@@ -181,7 +196,7 @@ def fetch(version: str | None = None, log=None) -> Path:
         workdir = Path(tmp)
         deps = "\n".join(
             _DEPENDENCY_TEMPLATE.format(group=g, artifact=a, version=v)
-            for g, a, v in _artifacts(version)
+            for g, a, v in _artifacts(version, jar_set)
         )
         (workdir / "pom.xml").write_text(_POM_TEMPLATE.format(dependencies=deps))
         staging = lib.parent / f"lib.partial-{os.getpid()}"
@@ -196,7 +211,7 @@ def fetch(version: str | None = None, log=None) -> Path:
                 workdir,
             )
             _add_slf4j_binding(staging, workdir)
-            (staging / COMPLETE_MARKER).write_text(f"kafka {version}\n")
+            (staging / COMPLETE_MARKER).write_text(f"kafka {version} {jar_set}\n")
             if (lib / COMPLETE_MARKER).exists():  # another process finished first
                 return lib
             shutil.rmtree(lib, ignore_errors=True)
