@@ -18,7 +18,8 @@ What is checked, reading the output topic with read_committed:
 * exactly_once_v2: after each phase of input, each word's count equals its occurrences, and
   each word's committed updates are exactly 1, 2, ..., n, once each, through a kill -9 of one
   instance (restarted on its state directory: the state is rebuilt from the changelog) and a
-  kill -9 of the broker.
+  kill -9 of the broker, both while input is flowing; and those kills did abort transactions
+  holding records (read_uncommitted sees more than read_committed).
 * at_least_once: exact counts while nothing fails; after a kill -9 of one instance nothing is
   lost (every count 1..n appears and the last is at least n). Exactness through a crash is
   not what at_least_once promises, on Kafka either: records processed after the last commit
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.fixtures.reference_broker import load_reference_kafka, reference_tools_missing
@@ -79,10 +80,10 @@ class Instance:
     """One WordCount JVM; its stdout is collected so the test can wait for RUNNING."""
 
     def __init__(self, classpath: str, bootstrap: str, app: str, guarantee: str,
-                 topics: tuple[str, str], state_dir: Path) -> None:
+                 topics: tuple[str, str], state_dir: Path, settings: tuple[str, ...]) -> None:
         self.cmd = ["java", *JVM_OPTIONS, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                     "-cp", classpath, "WordCount", bootstrap, app, guarantee, *topics,
-                    str(state_dir), *TEST_SETTINGS]
+                    str(state_dir), *TEST_SETTINGS, *settings]
         self.lines: list[str] = []
         self.proc: subprocess.Popen | None = None
 
@@ -196,6 +197,35 @@ def _await_counts(output: Output, expected: Counter, instances: list[Instance],
                          + "\n".join(i.output() for i in instances))
 
 
+def _internal_topics(broker: Any, source: str) -> list[str]:
+    """The application's repartition and changelog topics (named after its id)."""
+    app = source.replace("wc-in", "wordcount")
+    names = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+    return sorted(t for t in names if t.startswith(app + "-"))
+
+
+def _count(broker: Any, topics: list[str], isolation: str) -> int:
+    """Records readable in `topics` from the start under `isolation` (control records are
+    never counted: clients drop them)."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap,
+                         "group.id": f"count-{uuid.uuid4().hex[:8]}",
+                         "isolation.level": isolation, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    described = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING)
+                     for t in topics for p in described.topics[t].partitions])
+    total, quiet_since = 0, time.monotonic()
+    try:
+        while time.monotonic() - quiet_since < 3.0:
+            got = [m for m in consumer.consume(1000, 0.3) if m.error() is None]
+            if got:
+                total += len(got)
+                quiet_since = time.monotonic()
+    finally:
+        consumer.close()
+    return total
+
+
 def _await_running(instances: list[Instance], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -214,15 +244,16 @@ def streams_broker(request: pytest.FixtureRequest, coterie_factory: Any) -> Any:
     return request.getfixturevalue("reference_kafka")
 
 
-def _setup(broker: Any, classpath: str, guarantee: str, tmp_path: Path
-           ) -> tuple[str, Instance, Instance, Output]:
+def _setup(broker: Any, classpath: str, guarantee: str, tmp_path: Path,
+           settings: tuple[str, ...] = ()) -> tuple[str, Instance, Instance, Output]:
     suffix = uuid.uuid4().hex[:8]
     topics = (f"wc-in-{suffix}", f"wc-out-{suffix}")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
         future.result(20)
     app = f"wordcount-{suffix}"
-    a, b = (Instance(classpath, broker.bootstrap, app, guarantee, topics, tmp_path / name)
+    a, b = (Instance(classpath, broker.bootstrap, app, guarantee, topics, tmp_path / name,
+                     settings)
             for name in ("state-a", "state-b"))
     return topics[0], a, b, Output(broker.bootstrap, topics[1])
 
@@ -230,7 +261,10 @@ def _setup(broker: Any, classpath: str, guarantee: str, tmp_path: Path
 def test_wordcount_exactly_once_v2_through_instance_and_broker_kills(
         streams_broker: Any, wordcount_classpath: str, tmp_path: Path) -> None:
     broker = streams_broker
-    source, a, b, output = _setup(broker, wordcount_classpath, "exactly_once_v2", tmp_path)
+    # Transactions of about a second (the default is 100 ms), so that a kill in the middle of
+    # the input lands in an open transaction with records in it: checked below.
+    source, a, b, output = _setup(broker, wordcount_classpath, "exactly_once_v2", tmp_path,
+                                  ("commit.interval.ms=1000",))
     expected: Counter = Counter()
     log = getattr(broker, "log_text", lambda: "")
     with broker_log_on_failure(log):
@@ -257,6 +291,11 @@ def test_wordcount_exactly_once_v2_through_instance_and_broker_kills(
             broken = {w: seq for w, seq in output.updates.items()
                       if seq != list(range(1, expected[w] + 1))}
             assert not broken, f"committed count sequences with gaps or repeats: {broken}"
+            # The kills did abort transactions with records in them: the output or the
+            # application's internal topics hold records that read_committed never showed.
+            topics = [source.replace("wc-in", "wc-out"), *_internal_topics(broker, source)]
+            assert _count(broker, topics, "read_uncommitted") > _count(
+                broker, topics, "read_committed"), "no kill landed in an open transaction"
         finally:
             for inst in (a, b):
                 inst.stop()
