@@ -25,9 +25,8 @@ What is checked, reading the output topic with read_committed:
   not what at_least_once promises, on Kafka either: records processed after the last commit
   are processed again.
 
-The same scenarios run against the reference Kafka broker (marked `reference`), without the
-broker kill (that broker is shared by the session). Skips, naming the tool, without java,
-javac or mvn.
+The same scenarios run against a reference Kafka broker of their own (marked `reference`),
+broker kill included. Skips, naming the tool, without java, javac or mvn.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,11 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.fixtures.reference_broker import load_reference_kafka, reference_tools_missing
+from tests.fixtures.reference_broker import (
+    ReferenceBroker,
+    load_reference_kafka,
+    reference_tools_missing,
+)
 from tests.integration.clients import broker_log_on_failure
 from tests.integration.test_java_console_consumer_848 import JVM_OPTIONS
 
@@ -238,10 +242,22 @@ def _await_running(instances: list[Instance], timeout: float = 60.0) -> None:
 
 
 @pytest.fixture(params=["coterie", pytest.param("reference_kafka", marks=pytest.mark.reference)])
-def streams_broker(request: pytest.FixtureRequest, coterie_factory: Any) -> Any:
+def streams_broker(request: pytest.FixtureRequest, coterie_factory: Any,
+                   tmp_path: Path) -> Iterator[Any]:
+    """A coterie broker with default settings, or an Apache Kafka broker of the test's own
+    (the session's shared one could not be killed)."""
     if request.param == "coterie":
-        return coterie_factory()
-    return request.getfixturevalue("reference_kafka")
+        yield coterie_factory()
+        return
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip(f"reference broker needs java and mvn on PATH: missing {', '.join(missing)}")
+    broker = ReferenceBroker(tmp_path / "kafka-data")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 def _setup(broker: Any, classpath: str, guarantee: str, tmp_path: Path,
@@ -281,11 +297,10 @@ def test_wordcount_exactly_once_v2_through_instance_and_broker_kills(
             _await_running([a, b])
             _await_counts(output, expected, [a, b])
 
-            if hasattr(broker, "kill9"):
-                _kill_while_producing(broker, broker.bootstrap, source, 3, expected,
-                                      restart=True)
-                _produce_lines(broker.bootstrap, source, 200, 4, expected)
-                _await_counts(output, expected, [a, b], timeout=120)
+            _kill_while_producing(broker, broker.bootstrap, source, 3, expected,
+                                  restart=True)
+            _produce_lines(broker.bootstrap, source, 200, 4, expected)
+            _await_counts(output, expected, [a, b], timeout=120)
             output.poll(2.0)  # room for a duplicate to show up
             assert output.latest() == dict(expected)
             broken = {w: seq for w, seq in output.updates.items()
