@@ -28,6 +28,10 @@ DEFAULTS: dict[str, str] = {
     "producer.id.expiration.ms": str(24 * 60 * 60 * 1000),
     "producer.id.expiration.check.interval.ms": str(10 * 60 * 1000),
     "queued.max.requests": "500",
+    # Connection limits and idle expiry, Kafka's names and defaults (coterie.broker.connections).
+    "max.connections": str(2**31 - 1),
+    "max.connections.per.ip": str(2**31 - 1),
+    "connections.max.idle.ms": str(10 * 60 * 1000),
     # coterie's own: the most partitions one CreateTopics or CreatePartitions may create, all
     # topics of the request together (Kafka's controller refuses operations of more than
     # 10,000 metadata records, one per partition, with POLICY_VIOLATION).

@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.apis import API_VERSIONS, APIS, Api
 from coterie.broker.config import BrokerConfig
+from coterie.broker.connections import Connection, ConnectionTable, RateLimitedLog
 from coterie.broker.context import RequestContext
 from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
@@ -54,6 +55,10 @@ from coterie.wire.framing import FrameBuffer, FrameTooLarge
 log = logging.getLogger("coterie.broker")
 
 READ_CHUNK = 256 * 1024
+# The most request-handling time one connection gets before others have a turn.
+TURN_S = 0.005
+# Answer bytes a connection may leave unread before we stop reading its requests.
+UNSENT_LIMIT = 1024 * 1024
 
 
 class CloseConnection(Exception):
@@ -143,6 +148,12 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self._connections: set[asyncio.Task] = set()
+        self.connections = ConnectionTable(
+            self.config.get_int("max.connections"),
+            self.config.get_int("max.connections.per.ip"),
+            self.config.get_int("connections.max.idle.ms"))
+        self._refusals = RateLimitedLog(log)
+        self._accept_errors = RateLimitedLog(log)
 
     @staticmethod
     def now_ms() -> int:
@@ -171,6 +182,7 @@ class Broker:
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
+        asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         self._server = await asyncio.start_server(
             self._serve_connection, self.config.host, self.config.port,
             limit=READ_CHUNK, reuse_address=True,
@@ -218,11 +230,16 @@ class Broker:
         next_producers = time.monotonic() + producers_every
         txn_every = self.transactions.tick_interval_ms / 1000
         next_txn = time.monotonic() + txn_every
+        idle_every = min(30.0, self.connections.max_idle_s / 10)
+        next_idle = time.monotonic() + idle_every
         while True:
             await asyncio.sleep(min(flush_every, retention_every, offsets_every,
-                                    producers_every, txn_every))
+                                    producers_every, txn_every, idle_every))
             now = self.now_ms()
             try:
+                if time.monotonic() >= next_idle:
+                    next_idle = time.monotonic() + idle_every
+                    self._close_idle()
                 self.logs.maybe_flush(now)
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
@@ -248,13 +265,40 @@ class Broker:
                 log.exception("housekeeping failed")
 
     # -- connections ---------------------------------------------------------------------
+    def _close_idle(self) -> None:
+        for conn in self.connections.idle(time.monotonic()):
+            log.info("closing connection from %s: idle for more than "
+                     "connections.max.idle.ms (%d ms)", conn.ip,
+                     int(self.connections.max_idle_s * 1000))
+            conn.writer.close()  # its reader sees end-of-stream; the coroutine ends there
+            conn.last_read = float("inf")  # reported once
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        """asyncio reports an accept() that ran out of descriptors (EMFILE) on every retry;
+        it backs off by itself, so one line a minute says all there is to say."""
+        if "out of system resource" in str(context.get("message", "")):
+            self._accept_errors.warning(
+                "cannot accept connections: %s (open-file limit reached; retrying)",
+                context.get("exception"))
+            return
+        loop.default_exception_handler(context)
+
     async def _serve_connection(self, reader: asyncio.StreamReader,
                                 writer: asyncio.StreamWriter) -> None:
+        peer_info = writer.get_extra_info("peername")
+        ip = str(peer_info[0]) if peer_info else "?"
+        peer = f"{ip}:{peer_info[1]}" if peer_info else "?"
+        refusal = self.connections.refusal(ip)
+        if refusal is not None:
+            self._refusals.warning("closing new connection from %s: %s", peer, refusal)
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
-        peer_info = writer.get_extra_info("peername")
-        peer = f"{peer_info[0]}:{peer_info[1]}" if peer_info else "?"
+        conn = Connection(writer, ip)
+        self.connections.add(conn)
+        transport = writer.transport
         frames = FrameBuffer(self.config.socket_request_max_bytes)
         log.debug("connection from %s", peer)
         try:
@@ -262,15 +306,29 @@ class Broker:
                 data = await reader.read(READ_CHUNK)
                 if not data:
                     break
+                conn.last_read = turn_start = time.monotonic()
                 frames.feed(data)
                 while (frame := frames.next_frame()) is not None:
                     out = self._handle_frame(frame, peer)
                     if type(out) is CoroutineType:  # an async handler: wait for its answer
+                        conn.waiting = True
                         out = await out
+                        conn.waiting = False
+                        turn_start = time.monotonic()
                     if type(out) is RawResponse:
                         await _stream(writer, out)
                     elif out is not None:
                         writer.write(out)
+                    if transport.get_write_buffer_size() > UNSENT_LIMIT:
+                        # A client that does not read its answers stops being served
+                        # (no further reads, no further frames) and costs bounded memory.
+                        await writer.drain()
+                        turn_start = time.monotonic()
+                    elif time.monotonic() - turn_start > TURN_S:
+                        # Many pipelined requests in one read: let other connections have
+                        # a turn before the next one.
+                        await asyncio.sleep(0)
+                        turn_start = time.monotonic()
                 await writer.drain()
         except FrameTooLarge as e:
             log.warning("closing connection from %s: %s", peer, e)
@@ -284,6 +342,7 @@ class Broker:
             # and the loop logs that as an error with a traceback at every stop.
             pass
         finally:
+            self.connections.remove(conn)
             if task is not None:
                 self._connections.discard(task)
             writer.close()
