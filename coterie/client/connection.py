@@ -250,6 +250,11 @@ class Connection:
             raise ConnectionClosedError(f"{what}: {e!r}") from e
         finally:
             self._pending.pop(correlation_id, None)
+            if fut.done() and not fut.cancelled():
+                # `_shut` above failed this future too; the error raised here is the one
+                # the caller sees, so mark the future's as seen (asyncio would otherwise log
+                # "Future exception was never retrieved" when the broker drops mid-request).
+                fut.exception()
 
     # -- the reader ---------------------------------------------------------------------------
     async def _read_loop(self) -> None:
