@@ -248,6 +248,8 @@ class GroupShard:
         for record in durable:
             if not isinstance(record.key, OffsetCommitKey):
                 self.coordinator.replay(record)
+        if group_id in self.consumer.groups:
+            self.consumer.recheck_metadata(group_id)
         result.timers += [op for op in self.coordinator.timers_after_load(now_ms)
                           if op.key.group_id == group_id]
         return Revert(result, rebuilt=True)

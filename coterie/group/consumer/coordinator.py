@@ -180,6 +180,9 @@ class ConsumerCoordinator:
         # the process (Kafka's are metadata offsets, which do not), so new versions are kept
         # above it: the first picture after loading is newer than every loaded resolution.
         self._version_floor = 0
+        # Groups put back to their durable state after a failed write: their metadata hash
+        # may predate a topic change, so their next heartbeat compares it with the picture.
+        self._recheck: set[str] = set()
 
     # == replay ==============================================================================
     def replay(self, record: Record) -> None:
@@ -332,7 +335,9 @@ class ConsumerCoordinator:
         # resolution of the group's regexes when one is due.
         change = subscription_change(group, member, updated, removed, self.image, now_ms,
                                      refresh_interval_ms=self.config.regex_refresh_interval_ms,
-                                     new_topics_version=self._new_topics_version)
+                                     new_topics_version=self._new_topics_version,
+                                     recheck_metadata=group.group_id in self._recheck)
+        self._recheck.discard(group.group_id)
         records += change.records
         group_epoch, refresh = change.group_epoch, change.refresh
 
@@ -469,6 +474,12 @@ class ConsumerCoordinator:
         return fallback_assignor(self._assignors, self.config.assignors)
 
     # == topic metadata (`topic_changes.py`) =================================================
+    def recheck_metadata(self, group_id: str) -> None:
+        """`group_id` was rebuilt from its durable records after a failed write: let its
+        next heartbeat compare its metadata hash with the current topics (a topic change
+        whose epoch bump was the write that failed is otherwise never seen again)."""
+        self._recheck.add(group_id)
+
     def next_image_version(self) -> int:
         """The version a new topic picture must have here: above the last one and above
         every version a loaded regex resolution names."""

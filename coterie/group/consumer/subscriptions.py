@@ -59,11 +59,14 @@ class SubscriptionChange:
 
 def subscription_change(group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
                         removed: list[ConsumerMember], image: TopicImage, now_ms: int, *,
-                        refresh_interval_ms: int,
-                        new_topics_version: int) -> SubscriptionChange:
+                        refresh_interval_ms: int, new_topics_version: int,
+                        recheck_metadata: bool = False) -> SubscriptionChange:
     """Drop regexes nobody uses any more; bump the epoch when the member's topics are known
     to have changed (a regex new to the group adds none yet: its resolution, asked for here,
-    bumps the epoch when it has run). Raises Refused (INVALID_REGULAR_EXPRESSION)."""
+    bumps the epoch when it has run). With `recheck_metadata` (the group's state was put
+    back to what is durable after a failed write, which may predate a topic change it was
+    told of), the epoch is also bumped when the topics' picture no longer matches the
+    group's metadata hash. Raises Refused (INVALID_REGULAR_EXPRESSION)."""
     regexes = dict(group.resolved_regexes)
     records, regex_resolved = update_regexes(group, member, updated, removed, regexes)
     refresh = regex_refresh(group, member, updated, removed, now_ms,
@@ -76,6 +79,12 @@ def subscription_change(group: ConsumerGroup, member: ConsumerMember, updated: C
         metadata_hash = image.metadata_hash(topics)
         group_epoch += 1
         records.append(epoch_record(group.group_id, group_epoch, metadata_hash))
+    elif recheck_metadata:
+        topics = group.subscribed_topics_after(removed, [updated], regexes)
+        metadata_hash = image.metadata_hash(topics)
+        if metadata_hash != group.metadata_hash:
+            group_epoch += 1
+            records.append(epoch_record(group.group_id, group_epoch, metadata_hash))
     return SubscriptionChange(records, regexes, group_epoch, refresh)
 
 
