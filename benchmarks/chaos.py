@@ -128,8 +128,10 @@ def consumer_main(kind: str, bootstrap: str, events: Any, stop: Any) -> None:
             _kafka_python(kind, bootstrap, events, stop)
         else:
             asyncio.run(_coterie(kind, bootstrap, events, stop))
-    except Exception as exc:  # reported, and the harness counts it
-        events.put(("error", kind, repr(exc)))
+    except BaseException as exc:  # reported, and the harness counts it and restarts it
+        import traceback
+
+        events.put(("error", kind, "".join(traceback.format_exception(exc))[-1500:]))
 
 
 def _report_batch(kind: str, events: Any, firsts: dict[int, int], batch: list[tuple[int, int]]
@@ -275,6 +277,7 @@ class Ledger:
             self.last_records[event[1]] = event[3]
         elif kind == "error":
             self.errors.append(f"{event[1]}: {event[2]}")
+            print(f"client error: {event[1]}: {event[2]}", flush=True)
         elif kind == "producer-done":
             self.produced = event[1]
 
@@ -370,10 +373,22 @@ def main() -> int:
         ledger = Ledger()
         converge: list[float] = []
         stalled = 0
+        replacements = 0
         try:
             drain(events, ledger, 8.0)  # everyone joined and consuming
             for kill in range(1, args.kills + 1):
                 drain(events, ledger, rng.uniform(args.min_gap, args.max_gap))
+                for i, child in enumerate(children):
+                    if not child.is_alive():  # a client that died is replaced (and counted)
+                        kind = CONSUMERS[i - 1] if i else "producer"
+                        print(f"{kind} exited ({child.exitcode}); starting a new one",
+                              flush=True)
+                        replacements += 1
+                        target, extra = ((producer_main, ()) if not i
+                                         else (consumer_main, (kind,)))
+                        children[i] = ctx.Process(
+                            target=target, args=(*extra, broker.bootstrap, events, stop))
+                        children[i].start()
                 killed_at = time.time()
                 broker.kill9()
                 broker.start()
@@ -408,7 +423,8 @@ def main() -> int:
     print(f"\n{args.kills} kills; {len(ledger.acked)} acknowledged records, "
           f"{len(lost_records)} lost; acknowledged commits lost: {len(ledger.lost_commits)} "
           f"(over {commits} consumer-partitions); client errors: {len(ledger.errors)}; "
-          f"restarts after which a consumer made no progress within 120 s: {stalled}")
+          f"restarts after which a consumer made no progress within 120 s: {stalled}; "
+          f"client processes that died and were replaced: {replacements}")
     if converge:
         print(f"time until every consumer progresses after a restart: median "
               f"{statistics.median(converge):.2f} s, max {max(converge):.2f} s")

@@ -33,6 +33,9 @@ from coterie.wire.txn_markers import COMMIT, control_batch, marker_type
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 SNAPSHOT_CHUNK = 1000  # records per batch when a partition is rewritten as a snapshot
+# Fewest records of history since the last snapshot that make a partition worth compacting
+# on its own (below it, only a rolled segment does).
+DIRTY_FLOOR = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,9 @@ class OffsetsTopic:
     def __init__(self, logs: LogManager, partitions: int) -> None:
         self.logs = logs
         self.partitions = partitions
+        # Records written to (or loaded from) each partition since its last snapshot: the
+        # history a restart would replay on top of the live values.
+        self._since = [0] * partitions
 
     def _partition(self, index: int) -> PartitionLog:
         part = self.logs.partition(OFFSETS_TOPIC, index)
@@ -109,6 +115,7 @@ class OffsetsTopic:
             producer_id=producer_id, producer_epoch=epoch, base_sequence=-1,
             records=tuple(wire), attributes=0 if producer is None else TRANSACTIONAL_FLAG))
         self._partition(partition).append(buf.getvalue(), 0, now_ms, coordinator=True)
+        self._since[partition] += len(records)
 
     def append_marker(self, partition: int, producer: tuple[int, int], commit: bool,
                       coordinator_epoch: int, now_ms: int) -> None:
@@ -147,16 +154,27 @@ class OffsetsTopic:
                         continue
                     chunk.append(TxnRecord(record, batch.producer_id) if transactional
                                  else record)
+                    self._since[partition] += 1
                 offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
             yield chunk
 
     def compact(self, partition: int, live: list[Record], now_ms: int,
                 min_segments: int) -> bool:
-        """Crash-safe at any point: before the old segments go, replay sees the history
+        """Compact when the partition has `min_segments` segments, or when the history
+        written since the last snapshot has grown as large as the live values and past
+        `DIRTY_FLOOR` records (Kafka's cleaner waits for half the log to be dirty,
+        min.cleanable.dirty.ratio 0.5): a restart then replays at most about twice the
+        live state, however many commits came before, without rewriting a large live set
+        for every few commits.
+
+        Crash-safe at any point: before the old segments go, replay sees the history
         followed by (part of) the snapshot, whose records only restate current values;
         after, it sees the snapshot and what followed."""
         part = self.logs.partition(OFFSETS_TOPIC, partition)
-        if part is None or part.segment_count < min_segments:
+        if part is None:
+            return False
+        dirty = self._since[partition] >= max(DIRTY_FLOOR, len(live))
+        if part.segment_count < min_segments and not dirty:
             return False
         part.roll()
         start = part.log_end_offset
@@ -164,6 +182,7 @@ class OffsetsTopic:
             self.append(partition, live[first:first + SNAPSHOT_CHUNK], now_ms)
         part.flush()
         part.delete_segments_before(start)
+        self._since[partition] = 0
         return True
 
 

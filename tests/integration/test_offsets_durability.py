@@ -113,3 +113,32 @@ def test_compaction_keeps_current_offsets_and_drops_history(coterie_factory):
         assert fetch(c, "g", "busy", list(range(8))) == expected
     size = sum(f.stat().st_size for f in broker.data_dir.glob("__consumer_offsets-0/*.log"))
     assert size < 300 * 8 * 60, f"__consumer_offsets still holds {size} bytes"
+
+
+def test_history_is_compacted_before_its_segment_fills(coterie_factory):
+    """With the default 100 MiB segments a busy group's commits would all stay in one
+    segment, and every restart would replay them all (a chaos run reached 373,000 records
+    and a 12 s load). Once the history since the last snapshot outgrows the live values
+    (and 20,000 records), the partition is compacted anyway."""
+    broker = coterie_factory(config={"offsets.topic.num.partitions": "1",
+                                     "log.flush.scheduler.interval.ms": "200"})
+    with RawConnection(broker.host, broker.port) as c:
+        create(c, "hot", 8)
+        wait_loaded(c, "g", "hot")
+        for round_ in range(3000):  # 24,000 offset records
+            assert set(commit(c, "g", "hot", {p: round_ * 10 + p for p in range(8)})) == {
+                ErrorCode.none}
+        deadline = time.monotonic() + 20
+        while earliest(c, "__consumer_offsets", 0) == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert earliest(c, "__consumer_offsets", 0) > 0, "no compaction below a full segment"
+        expected = {p: 29990 + p for p in range(8)}
+        assert fetch(c, "g", "hot", list(range(8))) == expected
+    broker.restart_after_kill9()
+    with RawConnection(broker.host, broker.port) as c:
+        wait_loaded(c, "g", "hot")
+        assert fetch(c, "g", "hot", list(range(8))) == expected
+    loaded = [line for line in broker.log_text().splitlines() if "loaded" in line
+              and "group records" in line][-1]
+    count = int(loaded.split("loaded ")[1].split()[0])
+    assert count < 5000, loaded
