@@ -42,6 +42,7 @@ from coterie.log.manager import LogManager
 from coterie.txn import log_codec
 from coterie.txn.manager import MarkerJob, ProducerIds, TxnConfig, TxnManager, TxnResult
 from coterie.txn.metadata import TxnMetadata
+from coterie.txn.versions import TV2_TXN_OFFSET_COMMIT
 from coterie.wire.txn_markers import control_batch
 
 log = logging.getLogger("coterie.transactions")
@@ -227,4 +228,21 @@ class TxnRuntime:
 
     def verify_offsets(self, tid: str, producer_id: int, epoch: int, offsets_partition: int,
                        version: int) -> ErrorCode | None:
+        """TxnOffsetCommit v5+ (transactions version 2) adds the group's offsets partition
+        to the transaction itself; older versions need AddOffsetsToTxn first."""
+        if version >= TV2_TXN_OFFSET_COMMIT:
+            return self.add_implicitly(tid, producer_id, epoch, OFFSETS_TOPIC,
+                                       offsets_partition)
         return self.verify(tid, producer_id, epoch, OFFSETS_TOPIC, offsets_partition)
+
+    def add_implicitly(self, tid: str, producer_id: int, epoch: int, topic: str,
+                       partition: int) -> ErrorCode | None:
+        """Transactions version 2: a transactional write (Produce v12, TxnOffsetCommit v5)
+        adds its partition to the transaction (starting one if none is open), persisted
+        before the write is appended, as Kafka's partition leader asks the coordinator
+        (AddPartitionsToTxn) before appending. None if the write may go on."""
+        if not self.loaded:
+            return ErrorCode.coordinator_load_in_progress
+        result = self.run(tid, self.manager(tid).add_partitions(
+            tid, producer_id, epoch, [(topic, partition)], self.now_ms(), tv2=True))
+        return None if result.error == ErrorCode.none else result.error

@@ -176,6 +176,11 @@ class ProducerStates:
             if h.is_control:
                 kind = next(markers, None)
                 self._check_epoch(entry, epoch, base, pid)
+                if epoch != entry.epoch:
+                    # A marker of a newer epoch (transactions version 2 bumps the epoch at
+                    # every EndTxn): the producer's next batch starts that epoch afresh, at
+                    # sequence 0, and older batches are no longer duplicates of anything.
+                    entry.batches.clear()
                 entry.epoch = epoch
                 entry.last_offset = base + h.last_offset_delta
                 entry.last_timestamp = h.max_timestamp

@@ -8,10 +8,12 @@ string. Value (TransactionLogValue): int16 version, then for version 0
     {Topic int16-length string, PartitionIds int32-count array of int32}),
     TransactionLastUpdateTimestampMs int64, TransactionStartTimestampMs int64
 
-Version 1 is the flexible form of the same fields plus tagged ones (previous and next
-producer id, client transaction version). coterie writes version 0, which carries everything
-it keeps, and reads both (a version-1 value's tagged fields are skipped). A tombstone (value
-None) removes a transactional id that expired.
+Version 1 is the flexible form of the same fields plus tagged ones: PreviousProducerId
+(tag 0, int64), NextProducerId (tag 1, int64), ClientTransactionVersion (tag 2, int16) and
+NextProducerEpoch (tag 3, int16). coterie writes version 0 for transactions version 1, which
+it carries entirely, and version 1 once a transaction uses version 2 or an id carries a
+previous or next producer id; it reads both. A tombstone (value None) removes a
+transactional id that expired.
 """
 
 from __future__ import annotations
@@ -53,10 +55,40 @@ def encode(meta: TxnMetadata | None,
     parts = _I32.pack(len(by_topic)) + b"".join(
         _string(topic) + _I32.pack(len(ids)) + b"".join(_I32.pack(i) for i in ids)
         for topic, ids in by_topic.items())
-    value = (_I16.pack(0)
+    if (meta.client_version < 2 and meta.previous_producer_id == -1
+            and meta.next_producer_id == -1):
+        value = (_I16.pack(0)
+                 + _FIXED.pack(meta.producer_id, meta.producer_epoch, meta.timeout_ms,
+                               meta.state)
+                 + parts + _TIMES.pack(meta.last_update_ms, meta.txn_start_ms))
+        return key, value
+    flexible_parts = _uvarint(len(by_topic) + 1) + b"".join(
+        _compact(topic) + _uvarint(len(ids) + 1) + b"".join(_I32.pack(i) for i in ids)
+        + b"\x00" for topic, ids in by_topic.items())
+    tags = [(0, _I64.pack(meta.previous_producer_id)), (1, _I64.pack(meta.next_producer_id)),
+            (2, _I16.pack(meta.client_version))]
+    if meta.next_producer_id != -1:
+        tags.append((3, _I16.pack(0)))
+    tagged = _uvarint(len(tags)) + b"".join(
+        _uvarint(tag) + _uvarint(len(data)) + data for tag, data in tags)
+    value = (_I16.pack(1)
              + _FIXED.pack(meta.producer_id, meta.producer_epoch, meta.timeout_ms, meta.state)
-             + parts + _TIMES.pack(meta.last_update_ms, meta.txn_start_ms))
+             + flexible_parts + _TIMES.pack(meta.last_update_ms, meta.txn_start_ms) + tagged)
     return key, value
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _compact(value: str) -> bytes:
+    data = value.encode()
+    return _uvarint(len(data) + 1) + data
 
 
 class _Reader:
@@ -95,9 +127,18 @@ class _Reader:
         return self.uvarint() - 1 if flexible else self.take(_I32)[0]
 
     def skip_tags(self) -> None:
+        self.tags()
+
+    def tags(self) -> dict[int, bytes]:
+        out = {}
         for _ in range(self.uvarint()):
-            self.uvarint()
-            self.pos += self.uvarint()
+            tag = self.uvarint()
+            size = self.uvarint()
+            if self.pos + size > len(self.data):
+                raise TxnRecordError("transaction-log record cut short")
+            out[tag] = self.data[self.pos : self.pos + size]
+            self.pos += size
+        return out
 
 
 def decode(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | None]:
@@ -124,11 +165,16 @@ def decode(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | None]:
         if flexible:
             r.skip_tags()
     last_update, start = r.take(_TIMES)
-    if flexible:
-        r.skip_tags()
+    tags = r.tags() if flexible else {}
     try:
         state = TxnState(status)
     except ValueError:
         raise TxnRecordError(f"unknown transaction status {status}") from None
+    try:
+        previous = _I64.unpack(tags[0])[0] if 0 in tags else -1
+        following = _I64.unpack(tags[1])[0] if 1 in tags else -1
+        client_version = _I16.unpack(tags[2])[0] if 2 in tags else 0
+    except struct.error:
+        raise TxnRecordError("bad tagged field in a transaction-log record") from None
     return tid, TxnMetadata(tid, pid, epoch, timeout, state, frozenset(partitions), start,
-                            last_update)
+                            last_update, client_version, previous, following)

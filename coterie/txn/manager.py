@@ -169,9 +169,13 @@ class TxnManager:
         return meta
 
     def add_partitions(self, tid: str, producer_id: int, epoch: int,
-                       partitions: Iterable[tuple[str, int]], now_ms: int) -> TxnResult:
+                       partitions: Iterable[tuple[str, int]], now_ms: int,
+                       tv2: bool = False) -> TxnResult:
         """AddPartitionsToTxn v0-v3: the partitions join the transaction (which starts if
-        none is open). Every partition gets the same answer."""
+        none is open). Every partition gets the same answer. With `tv2`, the implicit add
+        of transactions version 2 (a Produce v12 or TxnOffsetCommit v5 to a partition the
+        transaction has not got yet): the same rules, and the transaction is marked as a
+        version-2 one, whose EndTxn bumps the epoch."""
         found = self._check(tid, producer_id, epoch)
         if isinstance(found, ErrorCode):
             return TxnResult(found)
@@ -182,7 +186,8 @@ class TxnManager:
         start = meta.txn_start_ms if meta.state == TxnState.ONGOING else now_ms
         base = meta.partitions if meta.state == TxnState.ONGOING else frozenset()
         ongoing = meta.moved(now_ms, state=TxnState.ONGOING, partitions=base | wanted,
-                             txn_start_ms=start)
+                             txn_start_ms=start,
+                             client_version=2 if tv2 else meta.client_version)
         return self._apply(TxnResult(ErrorCode.none, meta.producer_id, meta.producer_epoch,
                                      [ongoing]))
 
@@ -208,7 +213,10 @@ class TxnManager:
 
     # == EndTxn ================================================================================
     def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool,
-                now_ms: int) -> TxnResult:
+                now_ms: int, tv2: bool = False) -> TxnResult:
+        """EndTxn. `tv2` (EndTxn v5+): transactions version 2, see `_end_txn_v2`."""
+        if tv2:
+            return self._end_txn_v2(tid, producer_id, epoch, commit, now_ms)
         meta = self.txns.get(tid)
         if meta is None or meta.producer_id != producer_id:
             return TxnResult(ErrorCode.invalid_producer_id_mapping)
@@ -226,6 +234,66 @@ class TxnManager:
         job = MarkerJob(tid, meta.producer_id, meta.producer_epoch, commit, meta.partitions)
         return self._apply(TxnResult(ErrorCode.none, records=[prepared], markers=[job]))
 
+    def _end_txn_v2(self, tid: str, producer_id: int, epoch: int, commit: bool,
+                    now_ms: int) -> TxnResult:
+        """EndTxn of transactions version 2 (KIP-890 part 2), Kafka 4.x's rules: every end
+        bumps the producer epoch; the markers carry the bumped epoch, which fences the
+        transaction's own late writes, and the answer hands it to the client for its next
+        transaction. When the epoch runs out, a new producer id is handed out instead (the
+        markers still carry the old id at the last epoch). A retry is recognised by the
+        epoch: the client's is one below the stored one (or, after a new id, it is the old
+        id at the epoch that ran out). With no transaction open, an abort still bumps the
+        epoch (a version-2 client may abort before it wrote anything); a commit is
+        INVALID_TXN_STATE."""
+        meta = self.txns.get(tid)
+        if meta is None:
+            return TxnResult(ErrorCode.invalid_producer_id_mapping)
+        retry_on_overflow = (meta.previous_producer_id == producer_id
+                             and epoch == MAX_EPOCH - 1 and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_epoch == epoch + 1
+        if meta.state in (TxnState.ONGOING, TxnState.EMPTY):
+            valid = epoch == meta.producer_epoch
+        elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            valid = retry_on_bump
+        else:
+            valid = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return TxnResult(ErrorCode.invalid_producer_id_mapping)
+        if not valid:
+            return TxnResult(ErrorCode.producer_fenced)
+        if meta.state.preparing:
+            return TxnResult(ErrorCode.concurrent_transactions)
+        is_retry = retry_on_bump or retry_on_overflow
+        current = TxnResult(ErrorCode.none, meta.producer_id, meta.producer_epoch)
+        if meta.state == TxnState.ONGOING:
+            return self._prepare_v2(meta, commit, now_ms)
+        if meta.state == TxnState.COMPLETE_COMMIT:
+            if commit:
+                return current if is_retry else TxnResult(ErrorCode.invalid_txn_state)
+            return (TxnResult(ErrorCode.invalid_txn_state) if is_retry
+                    else self._prepare_v2(meta, False, now_ms))
+        if meta.state == TxnState.COMPLETE_ABORT:
+            if commit:
+                return TxnResult(ErrorCode.invalid_txn_state)
+            return current if is_retry else self._prepare_v2(meta, False, now_ms)
+        if meta.state == TxnState.EMPTY and not commit:
+            return self._prepare_v2(meta, False, now_ms)
+        return TxnResult(ErrorCode.invalid_txn_state)
+
+    def _prepare_v2(self, meta: TxnMetadata, commit: bool, now_ms: int) -> TxnResult:
+        epoch = meta.producer_epoch + 1
+        next_id = self.producer_ids.next_id() if meta.producer_epoch >= MAX_EPOCH - 1 else -1
+        if epoch > MAX_EPOCH:
+            epoch = MAX_EPOCH
+        state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        start = meta.txn_start_ms if meta.state == TxnState.ONGOING else now_ms
+        prepared = meta.moved(now_ms, state=state, producer_epoch=epoch, client_version=2,
+                              next_producer_id=next_id, txn_start_ms=start)
+        job = MarkerJob(meta.transactional_id, meta.producer_id, epoch, commit,
+                        meta.partitions if meta.state == TxnState.ONGOING else frozenset())
+        pid, answered = (next_id, 0) if next_id != -1 else (meta.producer_id, epoch)
+        return self._apply(TxnResult(ErrorCode.none, pid, answered, [prepared], [job]))
+
     def markers_written(self, tid: str, now_ms: int) -> TxnResult:
         """Every marker of the transaction's job is in its partition."""
         meta = self.txns.get(tid)
@@ -233,6 +301,11 @@ class TxnManager:
             return TxnResult()
         done = (TxnState.COMPLETE_COMMIT if meta.state == TxnState.PREPARE_COMMIT
                 else TxnState.COMPLETE_ABORT)
+        if meta.next_producer_id != -1:  # the epochs ran out: the client has the new id
+            return self._apply(TxnResult(records=[meta.moved(
+                now_ms, state=done, partitions=frozenset(),
+                producer_id=meta.next_producer_id, producer_epoch=0,
+                previous_producer_id=meta.producer_id, next_producer_id=-1)]))
         return self._apply(TxnResult(records=[meta.moved(now_ms, state=done,
                                                          partitions=frozenset())]))
 

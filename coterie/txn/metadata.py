@@ -57,6 +57,12 @@ class TxnMetadata:
     partitions: frozenset[tuple[str, int]] = field(default_factory=frozenset)
     txn_start_ms: int = -1
     last_update_ms: int = -1
+    # Transactions version 2 (KIP-890 part 2): the version the client's transactions use
+    # (2: every EndTxn bumps the epoch), the id a bumped epoch ran out on, and the id the
+    # client moves to when the running transaction completes (epochs ran out).
+    client_version: int = 0
+    previous_producer_id: int = NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID
 
     def moved(self, now_ms: int, **changes: object) -> TxnMetadata:
         """A copy with `changes` and the update time set."""

@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -150,10 +151,11 @@ def test_java_exactly_once_copier_with_random_aborts(coterie, kafka_lib, tmp_pat
     for v in values:
         feeder.produce(source, v, partition=0)
     assert feeder.flush(30) == 0
+    tid = f"copier-tx-{uuid.uuid4().hex[:6]}"
     done = _java(kafka_lib, tmp_path, COPIER_MAIN,
                  ["--broker-list", coterie.bootstrap, "--input-topic", source,
                   "--input-partition", "0", "--output-topic", sink,
-                  "--transactional-id", f"copier-tx-{uuid.uuid4().hex[:6]}",
+                  "--transactional-id", tid,
                   "--consumer-group", group, "--transaction-size", "50",
                   "--max-messages", "500", "--enable-random-aborts", "--group-mode",
                   "--use-group-metadata"], timeout=180)
@@ -179,3 +181,18 @@ def test_java_exactly_once_copier_with_random_aborts(coterie, kafka_lib, tmp_pat
         assert checker.committed([TopicPartition(source, 0)], 10)[0].offset == len(values)
     finally:
         checker.close()
+    # The client ran transactions version 2 (coterie finalizes transaction.version 2): each
+    # EndTxn v5 bumped the epoch, so after ten or more transactions (commits of 50 records
+    # and random aborts) the epoch is at least 10; under version 1 it would still be 0.
+    with RawConnection(coterie.host, coterie.port) as conn:
+        state = _describe_transaction(conn, tid)
+    assert state.error_code == ErrorCode.none
+    assert state.transaction_state == "CompleteCommit"
+    assert state.producer_epoch >= 10, state
+
+
+def _describe_transaction(conn: RawConnection, tid: str) -> Any:
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+
+    return conn.request(DescribeTransactionsRequest(transactional_ids=(tid,))
+                        ).transaction_states[0]

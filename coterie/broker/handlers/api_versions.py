@@ -15,6 +15,8 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
 from coterie.broker.services import Services
+from coterie.txn.versions import FEATURE as TXN_FEATURE
+from coterie.txn.versions import LEVEL as TXN_LEVEL
 from coterie.wire.build import build
 
 
@@ -23,8 +25,26 @@ def _api_list(services: Services) -> list[dict[str, int]]:
              "max_version": api.max_version} for api in services.apis]
 
 
+# Features (KIP-584), from ApiVersions v3: what coterie supports and has finalized, as a
+# Kafka 4.x broker reports them for what coterie serves. A Kafka 4.x producer uses
+# transactions version 2 when `transaction.version` is finalized at 2 (coterie.txn.versions);
+# `group.version` 1 is the consumer group protocol (KIP-848). coterie is not a KRaft
+# cluster, so metadata.version and kraft.version are not reported.
+SUPPORTED_FEATURES = ((TXN_FEATURE, 0, TXN_LEVEL), ("group.version", 0, 1))
+FINALIZED_FEATURES = ((TXN_FEATURE, TXN_LEVEL), ("group.version", 1))
+# Clients keep the finalized features of the highest epoch they saw; they never change here.
+FINALIZED_FEATURES_EPOCH = 1
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
-    return ctx.respond({"error_code": ErrorCode.none, "api_keys": _api_list(ctx.services)})
+    return ctx.respond({
+        "error_code": ErrorCode.none, "api_keys": _api_list(ctx.services),
+        "supported_features": [{"name": n, "min_version": lo, "max_version": hi}
+                               for n, lo, hi in SUPPORTED_FEATURES],
+        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+        "finalized_features": [{"name": n, "min_version_level": level,
+                                "max_version_level": level}
+                               for n, level in FINALIZED_FEATURES]})
 
 
 def unsupported_version_answer(services: Services) -> Any:

@@ -3,10 +3,13 @@ AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions: translations
 transaction coordinator's core (coterie.txn.manager) through its runtime
 (coterie.broker.transactions).
 
-Versions: coterie serves transactions version 1 (it does not advertise the
-`transaction.version` feature), so Kafka 4.x clients add partitions and offsets explicitly
-and send EndTxn up to v4 and TxnOffsetCommit up to v4, as they do against a Kafka broker
-without transactions version 2.
+Versions: coterie finalizes the `transaction.version` feature at level 2, as a Kafka 4.x
+broker does, so Kafka 4.x Java clients use transactions version 2 (coterie.txn.versions):
+no AddPartitionsToTxn or AddOffsetsToTxn, EndTxn v5 bumping the epoch. Clients that know
+only version 1 (librdkafka, kafka-python) add partitions and offsets explicitly with
+AddPartitionsToTxn v0-v3 and AddOffsetsToTxn, and end with EndTxn up to v4: served as
+before. AddPartitionsToTxn v4+ is the broker-to-broker form, which a single broker never
+needs.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from coterie.broker.context import RequestContext, millis
 from coterie.log.names import validate_topic_name
 from coterie.txn.metadata import TxnState
+from coterie.txn.versions import TV2_END_TXN
 
 
 def _runtime(ctx: RequestContext) -> Any:
@@ -89,10 +93,14 @@ def end_txn(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond({"throttle_time": 0,
                             "error_code": ErrorCode.coordinator_load_in_progress})
     tid = request.transactional_id
+    tv2 = ctx.api_version >= TV2_END_TXN
     result = runtime.run(tid, runtime.manager(tid).end_txn(
         tid, request.producer_id, request.producer_epoch, request.committed,
-        ctx.services.now_ms()))
-    return ctx.respond({"throttle_time": 0, "error_code": result.error})
+        ctx.services.now_ms(), tv2=tv2))
+    # v5 answers with the producer id and epoch of the client's next transaction.
+    return ctx.respond({"throttle_time": 0, "error_code": result.error,
+                        "producer_id": result.producer_id,
+                        "producer_epoch": result.producer_epoch})
 
 
 def describe_transactions(ctx: RequestContext, request: Any) -> Any:

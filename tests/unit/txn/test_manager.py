@@ -278,3 +278,80 @@ def test_replaying_the_records_gives_the_live_state(ops):
         else:
             h.m.revert(h.m.add_partitions(tid, pid, epoch, [("t", n)], h.now).records)
     assert h.replayed().txns == h.m.txns
+
+
+# -- transactions version 2 (KIP-890 part 2) -------------------------------------------------
+def _v2_end(h: Harness, pid: int, epoch: int, commit: bool) -> TxnResult:
+    return h.run(h.m.end_txn(TID, pid, epoch, commit, h.now, tv2=True))
+
+
+def _v2_add(h: Harness, pid: int, epoch: int, *parts: tuple[str, int]) -> TxnResult:
+    return h.run(h.m.add_partitions(TID, pid, epoch, parts, h.now, tv2=True))
+
+
+def test_v2_every_end_bumps_the_epoch_and_the_markers_carry_it():
+    h = Harness()
+    h.init()
+    assert _v2_add(h, 100, 0, ("t", 0)).error == ErrorCode.none  # the produce's implicit add
+    assert h.m.describe(TID).client_version == 2
+    end = _v2_end(h, 100, 0, commit=True)
+    assert (end.error, end.producer_id, end.producer_epoch) == (ErrorCode.none, 100, 1)
+    (job,) = end.markers
+    assert (job.producer_id, job.producer_epoch, job.commit) == (100, 1, True)
+    # A retry while the markers are written: the client still holds epoch 0.
+    assert _v2_end(h, 100, 0, commit=True).error == ErrorCode.concurrent_transactions
+    h.written()
+    # A retry after completion is answered with the bumped epoch; a stale one is fenced.
+    retry = _v2_end(h, 100, 0, commit=True)
+    assert (retry.error, retry.producer_epoch, retry.records) == (ErrorCode.none, 1, [])
+    assert _v2_end(h, 100, 0, commit=False).error == ErrorCode.invalid_txn_state
+    # The next transaction runs at epoch 1; the old epoch can no longer add partitions.
+    assert _v2_add(h, 100, 0, ("t", 1)).error == ErrorCode.producer_fenced
+    assert _v2_add(h, 100, 1, ("t", 1)).error == ErrorCode.none
+    aborted = _v2_end(h, 100, 1, commit=False)
+    assert (aborted.error, aborted.producer_epoch) == (ErrorCode.none, 2)
+    assert aborted.markers[0].partitions == frozenset({("t", 1)})
+    h.written()
+    assert h.replayed().txns == h.m.txns  # through the version-1 records
+
+
+def test_v2_abort_with_nothing_open_bumps_and_commit_is_refused():
+    h = Harness()
+    h.init()
+    assert _v2_end(h, 100, 0, commit=True).error == ErrorCode.invalid_txn_state
+    empty = _v2_end(h, 100, 0, commit=False)
+    assert (empty.error, empty.producer_epoch) == (ErrorCode.none, 1)
+    assert empty.markers[0].partitions == frozenset()  # nothing to mark
+    h.written()
+    assert h.m.describe(TID).state == TxnState.COMPLETE_ABORT
+    # Epochs that are neither the current one nor a retry's are fenced.
+    assert _v2_end(h, 100, 5, commit=False).error == ErrorCode.producer_fenced
+    assert _v2_end(h, 999, 1, commit=False).error == ErrorCode.invalid_producer_id_mapping
+
+
+def test_v2_exhausted_epoch_moves_the_client_to_a_new_producer_id():
+    h = Harness()
+    h.init()
+    h.m.replay(TID, h.m.describe(TID).moved(h.now, producer_epoch=32766))
+    _v2_add(h, 100, 32766, ("t", 0))
+    end = _v2_end(h, 100, 32766, commit=True)
+    assert (end.error, end.producer_id, end.producer_epoch) == (ErrorCode.none, 101, 0)
+    assert (end.markers[0].producer_id, end.markers[0].producer_epoch) == (100, 32767)
+    h.written()
+    meta = h.m.describe(TID)
+    assert (meta.producer_id, meta.producer_epoch, meta.previous_producer_id) == (101, 0, 100)
+    retry = _v2_end(h, 100, 32766, commit=True)  # the retry names the old id
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (ErrorCode.none, 101, 0)
+    assert _v2_add(h, 101, 0, ("t", 2)).error == ErrorCode.none
+    assert h.replayed().txns == h.m.txns
+
+
+def test_version_1_clients_keep_version_1_rules_and_records():
+    h = Harness()
+    h.init()
+    h.add(100, 0, ("t", 0))
+    end = h.end(100, 0, commit=True)
+    assert end.markers[0].producer_epoch == 0  # no bump
+    h.written()
+    assert h.m.describe(TID).producer_epoch == 0
+    assert all(value is None or value[:2] == b"\x00\x00" for _, value in h.log)  # version 0
