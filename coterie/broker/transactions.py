@@ -42,7 +42,7 @@ from coterie.log.manager import LogManager
 from coterie.txn import log_codec
 from coterie.txn.manager import MarkerJob, ProducerIds, TxnConfig, TxnManager, TxnResult
 from coterie.txn.metadata import TxnMetadata
-from coterie.txn.versions import TV2_TXN_OFFSET_COMMIT
+from coterie.txn.versions import ABORTABLE_TXN_OFFSET_COMMIT, TV2_TXN_OFFSET_COMMIT
 from coterie.wire.txn_markers import control_batch
 
 log = logging.getLogger("coterie.transactions")
@@ -219,12 +219,16 @@ class TxnRuntime:
 
     # -- checks for the data path ---------------------------------------------------------
     def verify(self, tid: str, producer_id: int, epoch: int, topic: str,
-               partition: int) -> ErrorCode | None:
+               partition: int, abortable: bool = True) -> ErrorCode | None:
         """A transactional write (Produce, TxnOffsetCommit) to a partition the transaction
-        has not added is INVALID_TXN_STATE; a stale epoch PRODUCER_FENCED."""
+        has not added is TRANSACTION_ABORTABLE, or INVALID_TXN_STATE for a request version
+        older than that error (`abortable` False: Produce before v11, TxnOffsetCommit
+        before v4); a stale epoch is INVALID_PRODUCER_EPOCH. Kafka's partition leader maps
+        its coordinator's answers the same way (AddPartitionsToTxnManager)."""
         if not self.loaded:
             return ErrorCode.coordinator_load_in_progress
-        return self.manager(tid).verify(tid, producer_id, epoch, (topic, partition))
+        return _for_writer(self.manager(tid).verify(tid, producer_id, epoch,
+                                                    (topic, partition)), abortable)
 
     def verify_offsets(self, tid: str, producer_id: int, epoch: int, offsets_partition: int,
                        version: int) -> ErrorCode | None:
@@ -233,7 +237,8 @@ class TxnRuntime:
         if version >= TV2_TXN_OFFSET_COMMIT:
             return self.add_implicitly(tid, producer_id, epoch, OFFSETS_TOPIC,
                                        offsets_partition)
-        return self.verify(tid, producer_id, epoch, OFFSETS_TOPIC, offsets_partition)
+        return self.verify(tid, producer_id, epoch, OFFSETS_TOPIC, offsets_partition,
+                           abortable=version >= ABORTABLE_TXN_OFFSET_COMMIT)
 
     def add_implicitly(self, tid: str, producer_id: int, epoch: int, topic: str,
                        partition: int) -> ErrorCode | None:
@@ -245,4 +250,13 @@ class TxnRuntime:
             return ErrorCode.coordinator_load_in_progress
         result = self.run(tid, self.manager(tid).add_partitions(
             tid, producer_id, epoch, [(topic, partition)], self.now_ms(), tv2=True))
-        return None if result.error == ErrorCode.none else result.error
+        return _for_writer(None if result.error == ErrorCode.none else result.error, True)
+
+
+def _for_writer(error: ErrorCode | None, abortable: bool) -> ErrorCode | None:
+    """The coordinator's answer as the writing client gets it (see `TxnRuntime.verify`)."""
+    if error == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if error == ErrorCode.transaction_abortable and not abortable:
+        return ErrorCode.invalid_txn_state
+    return error

@@ -203,12 +203,15 @@ class TxnManager:
     def verify(self, tid: str, producer_id: int, epoch: int,
                partition: tuple[str, int]) -> ErrorCode | None:
         """Whether a transactional write to `partition` belongs to the open transaction of
-        (producer id, epoch): None if so (the partition was added), else the error."""
+        (producer id, epoch): None if so (the partition was added), else the error
+        (TRANSACTION_ABORTABLE when the partition is not in an open transaction)."""
         found = self._check(tid, producer_id, epoch)
         if isinstance(found, ErrorCode):
             return found
         if found.state != TxnState.ONGOING or partition not in found.partitions:
-            return ErrorCode.invalid_txn_state
+            # Kafka's coordinator answers a failed verification so; the partition leader
+            # tells clients too old for it INVALID_TXN_STATE instead.
+            return ErrorCode.transaction_abortable
         return None
 
     # == EndTxn ================================================================================

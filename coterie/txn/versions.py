@@ -12,3 +12,7 @@ LEVEL = 2
 TV2_PRODUCE = 12
 TV2_TXN_OFFSET_COMMIT = 5
 TV2_END_TXN = 5
+# The first versions that know TRANSACTION_ABORTABLE (KIP-890): older ones are told
+# INVALID_TXN_STATE when a write is not part of an open transaction.
+ABORTABLE_PRODUCE = 11
+ABORTABLE_TXN_OFFSET_COMMIT = 4

@@ -46,3 +46,9 @@ def test_kill9_mid_transaction_aborts_on_its_timeout(tmp_path):
         scenarios.test_kill9_mid_transaction_aborts_on_its_timeout(broker)
     finally:
         broker.stop()
+
+
+def test_a_version_2_transaction_on_the_wire(reference_kafka):
+    from tests.integration import test_transactions_v2
+
+    test_transactions_v2.test_a_version_2_transaction_on_the_wire(reference_kafka)

@@ -26,7 +26,7 @@ from coterie.log.errors import (
     OutOfOrderSequenceError,
     RecordTooLargeError,
 )
-from coterie.txn.versions import TV2_PRODUCE
+from coterie.txn.versions import ABORTABLE_PRODUCE, TV2_PRODUCE
 
 log = logging.getLogger("coterie.produce")
 
@@ -65,16 +65,21 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
 
 def _transactional(ctx: RequestContext, tid: str, topic: str, p: Any) -> dict:
     """A transactional produce: the partition must be in the producer's open transaction
-    (AddPartitionsToTxn first, as Kafka checks since KIP-890), else INVALID_TXN_STATE (or
-    PRODUCER_FENCED for an old epoch); from v12 (transactions version 2) the produce adds it
-    itself. Then it is appended like any other."""
+    (AddPartitionsToTxn first, as Kafka checks since KIP-890), else TRANSACTION_ABORTABLE
+    (INVALID_TXN_STATE before v11; INVALID_PRODUCER_EPOCH for an old epoch); from v12
+    (transactions version 2) the produce adds it itself. Then it is appended like any
+    other."""
     headers = _first_header(p.records)
     runtime = ctx.services.transactions
     if headers is not None and runtime is not None:
         # Produce v12 (transactions version 2) adds the partition itself; before, the
         # client's AddPartitionsToTxn must have.
-        check = runtime.add_implicitly if ctx.api_version >= TV2_PRODUCE else runtime.verify
-        refusal = check(tid, headers.producer_id, headers.producer_epoch, topic, p.index)
+        if ctx.api_version >= TV2_PRODUCE:
+            refusal = runtime.add_implicitly(tid, headers.producer_id, headers.producer_epoch,
+                                             topic, p.index)
+        else:
+            refusal = runtime.verify(tid, headers.producer_id, headers.producer_epoch, topic,
+                                     p.index, abortable=ctx.api_version >= ABORTABLE_PRODUCE)
         if refusal is not None:
             return {"index": p.index, "error_code": refusal, "base_offset": -1,
                     "log_start_offset": -1,

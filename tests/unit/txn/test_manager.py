@@ -169,7 +169,7 @@ def test_add_offsets_adds_the_groups_offsets_partition_and_verify_checks_it():
     part = ("__consumer_offsets", partition_for("my-group", 50))
     assert part in h.m.describe(TID).partitions
     assert h.m.verify(TID, 100, 0, part) is None
-    assert h.m.verify(TID, 100, 0, ("t", 0)) == ErrorCode.invalid_txn_state
+    assert h.m.verify(TID, 100, 0, ("t", 0)) == ErrorCode.transaction_abortable
     assert h.m.verify(TID, 100, 1, part) == ErrorCode.producer_fenced
 
 
