@@ -183,6 +183,7 @@ def _confluent(kind: str, bootstrap: str, events: Any, stop: Any) -> None:
 
 def _kafka_python(kind: str, bootstrap: str, events: Any, stop: Any) -> None:
     import kafka
+    import kafka.errors
     from kafka.structs import OffsetAndMetadata, TopicPartition
 
     firsts: dict[int, int] = {}
@@ -200,7 +201,13 @@ def _kafka_python(kind: str, bootstrap: str, events: Any, stop: Any) -> None:
                             enable_auto_commit=False, auto_offset_reset="earliest")
     c.subscribe([TOPIC], listener=Listener())
     while not stop.is_set():
-        got = [m for batch in c.poll(timeout_ms=500).values() for m in batch]
+        try:
+            polled = c.poll(timeout_ms=500)
+        except kafka.errors.KafkaConnectionError:
+            # kafka-python 3.0 raises a refused connection (the broker restarting) out of
+            # poll(); an application catches it and polls on.
+            continue
+        got = [m for batch in polled.values() for m in batch]
         upto = _report_batch(kind, events, firsts, [(m.partition, m.offset) for m in got])
         if not upto:
             continue
