@@ -159,7 +159,10 @@ def _produce_lines(bootstrap: str, topic: str, lines: int, seed: int, expected: 
     """`lines` lines of five words each (counted into `expected`); with `pace_s`, one line
     every `pace_s` seconds, so that the input is still flowing when something is killed."""
     rng = random.Random(seed)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    # Idempotent: a send retried across a broker kill must not put a line in twice (the
+    # counts would then be right and the test wrong; seen against Kafka).
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1,
+                         "enable.idempotence": True})
     for i in range(lines):
         words = [rng.choice(WORDS) for _ in range(5)]
         expected.update(words)
