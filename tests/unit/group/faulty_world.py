@@ -36,7 +36,7 @@ from coterie.group.shard import GroupShard, ShardConfig
 
 from .consumer_harness import mid
 from .mixed_harness import MixedHarness
-from .test_mixed_properties import CONSUMERS, ClassicClient, ConsumerClient, World, check_replay
+from .test_mixed_properties import ClassicClient, ConsumerClient, World, check_replay, play
 
 E = ErrorCode
 
@@ -119,14 +119,6 @@ class FaultyWorld(World):
                 c.phase, c.rejoin = "stable", True
 
     # -- clients retry what the coordinator could not persist -------------------------------
-    def heartbeat(self, c: ConsumerClient, lost: bool = False) -> None:
-        try:
-            super().heartbeat(c, lost)
-        except AssertionError as e:
-            if "coordinator_not_available" not in str(e):
-                raise
-            c.needs_full = True  # retried at the next move, with everything
-
     def on_join(self, c: ClassicClient, answer: Any) -> None:
         if answer.error == E.coordinator_not_available:
             c.phase, c.rejoin = "stable", True
@@ -208,33 +200,16 @@ def run_faulty(sequence: list[tuple[str, Any, Any]], cooperative: bool) -> Fault
     "fail" (the next append fails) and "crash" (the coordinator restarts)."""
     w = FaultyWorld(cooperative)
     for op, arg, extra in sequence:
-        if op == "round":
-            lost, acks = arg
-            for i in extra:
-                w.move(i, lost=bool(lost >> i & 1), ack=bool(acks >> i & 1))
-                w.after_step()
-        elif op == "move":
-            w.move(arg, lost=extra)
-        elif op == "ack":
-            w.ack(w.consumers[arg % CONSUMERS])
-        elif op == "advance":
-            w.h.advance(arg)
-        elif op == "start":
-            w.start(arg)
-        elif op == "leave":
-            w.leave(arg)
-        elif op == "crash":
-            w.crash(arg)
-        elif op == "restart":
-            w.restart(arg)
-        elif op == "grow":
-            w.grow()
-        elif op == "commit":
+        if op == "commit":
             w.commit(arg)
+            w.after_step()
         elif op == "fail":
             w.fail_next_append()
+            w.after_step()
         elif op == "coordinator_crash":
             w.crash_coordinator()
-        w.after_step()
+            w.after_step()
+        else:
+            play(w, op, arg, extra)
     w.h.fail_next = False
     return w

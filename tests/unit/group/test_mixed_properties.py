@@ -133,6 +133,9 @@ class World:
                 c.owned |= given
                 c.revoking = c.owned - given
             return
+        if resp.error == E.coordinator_not_available:  # not persisted: try again, in full
+            c.needs_full = True
+            return
         if resp.error in (E.unknown_member_id, E.fenced_member_epoch, E.group_id_not_found):
             c.joined, c.epoch, c.owned, c.revoking = False, 0, set(), set()
             c.needs_full = True
@@ -476,31 +479,36 @@ ops = st.lists(st.one_of(
 ), min_size=30, max_size=100)
 
 
+def play(w: World, op: str, arg: Any, extra: Any) -> None:
+    """Carry out one operation of a sequence, then check the step."""
+    if op == "round":
+        lost, acks = arg
+        for i in extra:
+            w.move(i, lost=bool(lost >> i & 1), ack=bool(acks >> i & 1))
+            w.after_step()
+    elif op == "move":
+        w.move(arg, lost=extra)
+    elif op == "ack":
+        w.ack(w.consumers[arg])
+    elif op == "advance":
+        w.h.advance(arg)
+    elif op == "start":
+        w.start(arg)
+    elif op == "leave":
+        w.leave(arg)
+    elif op == "crash":
+        w.crash(arg)
+    elif op == "restart":
+        w.restart(arg)
+    elif op == "grow":
+        w.grow()
+    w.after_step()
+
+
 def run(sequence, cooperative: bool) -> World:
     w = World(cooperative)
     for op, arg, extra in sequence:
-        if op == "round":
-            lost, acks = arg
-            for i in extra:
-                w.move(i, lost=bool(lost >> i & 1), ack=bool(acks >> i & 1))
-                w.after_step()
-        elif op == "move":
-            w.move(arg, lost=extra)
-        elif op == "ack":
-            w.ack(w.consumers[arg])
-        elif op == "advance":
-            w.h.advance(arg)
-        elif op == "start":
-            w.start(arg)
-        elif op == "leave":
-            w.leave(arg)
-        elif op == "crash":
-            w.crash(arg)
-        elif op == "restart":
-            w.restart(arg)
-        elif op == "grow":
-            w.grow()
-        w.after_step()
+        play(w, op, arg, extra)
     return w
 
 
