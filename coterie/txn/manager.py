@@ -148,10 +148,11 @@ class TxnManager:
         return meta.producer_id, meta.producer_epoch + 1
 
     def _abort_fencing(self, meta: TxnMetadata, now_ms: int, error: ErrorCode) -> TxnResult:
-        pid, epoch = self._bumped(meta)
-        if pid != meta.producer_id:
-            # Epochs ran out: abort under the old id at the highest epoch it can take.
-            pid, epoch = meta.producer_id, MAX_EPOCH - 1
+        """Abort the open transaction under its producer id with the epoch one higher, so
+        the markers fence the old producer's late writes. That holds at 32766 too: the
+        abort takes 32767 (Kafka's fence does the same) and the InitProducerId that
+        follows moves to a new producer id."""
+        pid, epoch = meta.producer_id, min(meta.producer_epoch + 1, MAX_EPOCH)
         prepared = meta.moved(now_ms, producer_id=pid, producer_epoch=epoch,
                               state=TxnState.PREPARE_ABORT)
         job = MarkerJob(meta.transactional_id, pid, epoch, False, meta.partitions)

@@ -63,6 +63,11 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
             "log_start_offset": part.log_start_offset}
 
 
+_COORDINATOR_TROUBLE = frozenset({ErrorCode.coordinator_load_in_progress,
+                                  ErrorCode.coordinator_not_available,
+                                  ErrorCode.not_coordinator})
+
+
 def _transactional(ctx: RequestContext, tid: str, topic: str, p: Any) -> dict:
     """A transactional produce: the partition must be in the producer's open transaction
     (AddPartitionsToTxn first, as Kafka checks since KIP-890), else TRANSACTION_ABORTABLE
@@ -77,6 +82,10 @@ def _transactional(ctx: RequestContext, tid: str, topic: str, p: Any) -> dict:
         if ctx.api_version >= TV2_PRODUCE:
             refusal = runtime.add_implicitly(tid, headers.producer_id, headers.producer_epoch,
                                              topic, p.index)
+            if refusal in _COORDINATOR_TROUBLE:
+                # Kafka's partition leader answers a produce whose transaction coordinator
+                # cannot be reached with NOT_ENOUGH_REPLICAS, which producers retry.
+                refusal = ErrorCode.not_enough_replicas
         else:
             refusal = runtime.verify(tid, headers.producer_id, headers.producer_epoch, topic,
                                      p.index, abortable=ctx.api_version >= ABORTABLE_PRODUCE)

@@ -119,6 +119,22 @@ def test_a_second_producer_fences_the_first_and_aborts_its_transaction():
     assert h.m.describe(TID).state == TxnState.EMPTY
 
 
+def test_fencing_at_the_last_epoch_still_fences_and_then_moves_to_a_new_id():
+    h = Harness()
+    h.init()
+    h.m.replay(TID, h.m.describe(TID).moved(h.now, producer_epoch=32766))
+    h.add(100, 32766, ("t", 0))
+    retry = h.init()  # a new instance while the old one's transaction is open
+    (job,) = retry.markers
+    # The abort must carry a higher epoch than the zombie's, or its markers fence nothing.
+    assert (job.producer_id, job.producer_epoch, job.commit) == (100, 32767, False)
+    assert h.add(100, 32766, ("t", 1)).error == ErrorCode.producer_fenced
+    h.written()
+    again = h.init()
+    assert (again.error, again.producer_id, again.producer_epoch) == (ErrorCode.none, 101, 0)
+    assert h.replayed().txns == h.m.txns
+
+
 def test_init_checks_the_id_and_epoch_the_producer_claims():
     h = Harness()
     h.init()
