@@ -94,10 +94,12 @@ def wait_until_serving(bootstrap: str, proc: subprocess.Popen, log_path: Path,
 
 @contextlib.contextmanager
 def run_broker(kind: str, workdir: Path,
-               overrides: Mapping[str, str] | None = None) -> Iterator[str]:
+               overrides: Mapping[str, str] | None = None,
+               profile: Path | None = None) -> Iterator[str]:
     """Run one broker ("coterie" or "kafka") for the duration of the block; yields its
     bootstrap address. `overrides` are Kafka broker properties given to either broker.
-    The broker's output goes to <workdir>/<kind>.log."""
+    The broker's output goes to <workdir>/<kind>.log. With `profile`, coterie runs under
+    cProfile, which writes its figures there when the broker stops."""
     if kind not in KINDS:
         raise ValueError(f"unknown broker kind {kind!r}")
     port = free_port()
@@ -106,7 +108,8 @@ def run_broker(kind: str, workdir: Path,
     overrides = dict(overrides or {})
     if kind == "coterie":
         data_dir.mkdir(parents=True)
-        cmd = [sys.executable, "-m", "coterie", "serve", "--host", HOST, "--port", str(port),
+        cmd = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []),
+               "-m", "coterie", "serve", "--host", HOST, "--port", str(port),
                "--data-dir", str(data_dir)]
         for key, value in overrides.items():
             cmd += ["--override", f"{key}={value}"]

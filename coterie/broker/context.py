@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from coterie.broker.large import OffLoop
 from coterie.broker.services import Services
 from coterie.wire.build import build
 from coterie.wire.codec import response_schema
@@ -32,6 +33,11 @@ class RequestContext:
     def respond(self, data: dict[str, Any]) -> Any:
         """Build this request's response entity, in the request's version, from plain data."""
         return build(response_schema(self.api_key, self.api_version), data)
+
+    def respond_off_loop(self, data: dict[str, Any]) -> OffLoop:
+        """As `respond`, for a large answer: built and encoded on a worker thread
+        (coterie.broker.large). `data` must be fresh values nothing changes later."""
+        return OffLoop(response_schema(self.api_key, self.api_version), data)
 
     @property
     def who(self) -> str:

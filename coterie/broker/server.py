@@ -32,6 +32,7 @@ from coterie.broker.context import RequestContext
 from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
 from coterie.broker.handlers.api_versions import unsupported_version_answer
+from coterie.broker.large import OffLoop, encoded_off_loop
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.services import ApiRange, Services
@@ -384,6 +385,8 @@ class Broker:
             return self._answer_later(response, api, head, ctx)
         if response is None:
             return None
+        if type(response) is OffLoop:
+            return self._encode_off_loop(response, api, head, ctx)
         if getattr(response, "error_code", None) == ErrorCode.invalid_request:
             _log_invalid_request(ctx, api, response)
         return encode_response(head.correlation_id, response, api_key, version)
@@ -400,9 +403,20 @@ class Broker:
             raise _handler_failed(e, api, version, head, ctx.peer) from e
         if response is None:
             return None
+        if type(response) is OffLoop:
+            return await self._encode_off_loop(response, api, head, ctx)
         if getattr(response, "error_code", None) == ErrorCode.invalid_request:
             _log_invalid_request(ctx, api, response)
         return encode_response(head.correlation_id, response, api.key, version)
+
+    async def _encode_off_loop(self, response: OffLoop, api: Api, head: Any,
+                               ctx: RequestContext) -> Any:
+        """A large answer, built and encoded on a worker thread (coterie.broker.large)."""
+        try:
+            return await encoded_off_loop(response, head.correlation_id, api.key,
+                                          ctx.api_version)
+        except Exception as e:
+            raise _handler_failed(e, api, ctx.api_version, head, ctx.peer) from e
 
     def _unsupported_version(self, api: Api, head: Any, who: str) -> bytes:
         log.info("%s asked for %s v%d (supported %d-%d)", who, api.name, head.api_version,

@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext, millis
+from coterie.broker.large import LARGE, in_slices
 from coterie.group.classic.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -139,23 +140,35 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
 
 
 def describe_groups(ctx: RequestContext, request: Any) -> Any:
+    if len(request.groups) >= DESCRIBE_LARGE:
+        return _describe_groups_large(ctx, request)
+    return ctx.respond({"groups": [_described(ctx, g) for g in request.groups]})
+
+
+# Groups per DescribeGroups from which the answer is read in slices and encoded off the loop
+# (a group's description carries every member's metadata and assignment).
+DESCRIBE_LARGE = 100
+
+
+async def _describe_groups_large(ctx: RequestContext, request: Any) -> Any:
+    groups = await in_slices(request.groups, lambda g: _described(ctx, g), DESCRIBE_LARGE)
+    return ctx.respond_off_loop({"groups": groups})
+
+
+def _described(ctx: RequestContext, group_id: str) -> dict:
     runtime = ctx.services.groups
-    groups = []
-    for group_id in request.groups:
-        if not runtime.loaded:
-            groups.append({"error_code": LOADING, "group_id": group_id})
-            continue
-        d = runtime.shard_for(group_id).describe_group(group_id, ctx.api_version)
-        groups.append({
-            "error_code": d.error, "error_message": d.error_message, "group_id": group_id,
-            "group_state": d.state, "protocol_type": d.protocol_type,
-            "protocol_data": d.protocol,
-            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                         "client_id": m.client_id, "client_host": m.client_host,
-                         "member_metadata": m.metadata, "member_assignment": m.assignment}
-                        for m in d.members],
-        })
-    return ctx.respond({"groups": groups})
+    if not runtime.loaded:
+        return {"error_code": LOADING, "group_id": group_id}
+    d = runtime.shard_for(group_id).describe_group(group_id, ctx.api_version)
+    return {
+        "error_code": d.error, "error_message": d.error_message, "group_id": group_id,
+        "group_state": d.state, "protocol_type": d.protocol_type,
+        "protocol_data": d.protocol,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "client_id": m.client_id, "client_host": m.client_host,
+                     "member_metadata": m.metadata, "member_assignment": m.assignment}
+                    for m in d.members],
+    }
 
 
 def list_groups(ctx: RequestContext, request: Any) -> Any:
@@ -164,10 +177,11 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond({"error_code": LOADING, "groups": []})
     states = tuple(getattr(request, "states_filter", ()) or ())
     types = tuple(getattr(request, "types_filter", ()) or ())
-    return ctx.respond({"error_code": ErrorCode.none, "groups": [
-        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
-         "group_type": g.group_type}
-        for shard in runtime.shards for g in shard.list_groups(states, types)]})
+    listed = [{"group_id": g.group_id, "protocol_type": g.protocol_type,
+               "group_state": g.state, "group_type": g.group_type}
+              for shard in runtime.shards for g in shard.list_groups(states, types)]
+    data = {"error_code": ErrorCode.none, "groups": listed}
+    return ctx.respond_off_loop(data) if len(listed) >= LARGE else ctx.respond(data)
 
 
 def delete_groups(ctx: RequestContext, request: Any) -> Any:

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from coterie.broker.context import LEADER_EPOCH, RequestContext
 from coterie.log.errors import LogError
 from coterie.log.names import is_internal_topic, validate_topic_name
+from coterie.wire.codec import encode_body_once
 
 
 def topic_entry(ctx: RequestContext, info: Any) -> dict[str, Any]:
@@ -46,38 +47,62 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        topics = [topic_entry(ctx, info) for info in list(logs.topics.values())]
-    else:
-        allow_auto = getattr(request, "allow_auto_topic_creation", True)
-        topics = []
-        for t in requested:
-            name = t.name
-            if name is None:
-                info = logs.topic_by_id(t.topic_id)
-                if info is None:
-                    topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None,
-                                   "topic_id": t.topic_id})
-                    continue
-                topics.append(topic_entry(ctx, info))
-                continue
-            info = logs.topics.get(name)
+        return _all_topics(ctx)
+    allow_auto = getattr(request, "allow_auto_topic_creation", True)
+    topics = []
+    for t in requested:
+        name = t.name
+        if name is None:
+            info = logs.topic_by_id(t.topic_id)
             if info is None:
-                problem = validate_topic_name(name)
-                if problem is not None:
-                    topics.append({"error_code": ErrorCode.invalid_topic_exception, "name": name})
-                    continue
-                internal = is_internal_topic(name)
-                if internal or not (allow_auto and services.config.auto_create_topics):
-                    topics.append({"error_code": ErrorCode.unknown_topic_or_partition,
-                                   "name": name, "is_internal": internal})
-                    continue
-                try:
-                    info = services.topics.create_topic(name, services.config.num_partitions, {})
-                except (LogError, OSError):
-                    # Logged by the broker; nothing was created.
-                    topics.append({"error_code": ErrorCode.kafka_storage_error, "name": name})
-                    continue
+                topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None,
+                               "topic_id": t.topic_id})
+                continue
             topics.append(topic_entry(ctx, info))
+            continue
+        info = logs.topics.get(name)
+        if info is None:
+            problem = validate_topic_name(name)
+            if problem is not None:
+                topics.append({"error_code": ErrorCode.invalid_topic_exception, "name": name})
+                continue
+            internal = is_internal_topic(name)
+            if internal or not (allow_auto and services.config.auto_create_topics):
+                topics.append({"error_code": ErrorCode.unknown_topic_or_partition,
+                               "name": name, "is_internal": internal})
+                continue
+            try:
+                info = services.topics.create_topic(name, services.config.num_partitions, {})
+            except (LogError, OSError):
+                # Logged by the broker; nothing was created.
+                topics.append({"error_code": ErrorCode.kafka_storage_error, "name": name})
+                continue
+        topics.append(topic_entry(ctx, info))
+    return _answer(ctx, topics)
+
+
+# The all-topics answer per (broker, version), with the topics it was made from: clients and
+# consoles ask for it over and over, and a client that pipelines it could otherwise keep the
+# broker busy building the same megabyte again and again.
+_ALL_TOPICS: dict[tuple[int, int], tuple[Any, tuple, Any]] = {}
+
+
+def _all_topics(ctx: RequestContext) -> Any:
+    services = ctx.services
+    stamp = tuple((info.name, info.topic_id, info.partitions)
+                  for info in services.logs.topics.values())
+    key = (id(services), ctx.api_version)
+    cached = _ALL_TOPICS.get(key)
+    if cached is not None and cached[0] is services and cached[1] == stamp:
+        return cached[2]
+    answer = encode_body_once(_answer(ctx, [
+        topic_entry(ctx, info) for info in list(services.logs.topics.values())]))
+    _ALL_TOPICS[key] = (services, stamp, answer)
+    return answer
+
+
+def _answer(ctx: RequestContext, topics: list[dict[str, Any]]) -> Any:
+    services = ctx.services
     cfg = services.config
     return ctx.respond({
         "brokers": [{"node_id": cfg.node_id, "host": cfg.advertised_host,

@@ -11,11 +11,13 @@ INVALID_GROUP_ID at once.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
+from coterie.broker.large import LARGE, SLICE, in_slices
 from coterie.group.limits import too_long
 from coterie.group.offsets.messages import (
     CommitPartition,
@@ -85,19 +87,66 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
         OffsetFetchRequest(group_id, partitions, member_id, member_epoch, require_stable))
     if answer.error != ErrorCode.none:
         return answer.error, []
-    if topics is not None:  # every asked topic answers, in the asked order
-        fetched = iter(answer.offsets)
-        return answer.error, [{"name": t.name, "partitions": [
-            _entry(next(fetched)) for _ in t.partition_indexes]} for t in topics]
+    return answer.error, _by_topic(topics, [_entry(o) for o in answer.offsets], answer.offsets)
+
+
+def _by_topic(topics: Any, entries: list[dict], offsets: Any) -> list[dict]:
+    """The answer's topics: every asked topic, in the asked order, or (all offsets asked)
+    the group's topics as the shard listed them."""
+    if topics is not None:
+        fetched = iter(entries)
+        return [{"name": t.name, "partitions": [next(fetched) for _ in t.partition_indexes]}
+                for t in topics]
     by_topic: dict[str, list[dict]] = {}
-    for offset in answer.offsets:
-        by_topic.setdefault(offset.topic, []).append(_entry(offset))
-    return answer.error, [{"name": name, "partitions": parts}
-                          for name, parts in by_topic.items()]
+    for offset, entry in zip(offsets, entries, strict=True):
+        by_topic.setdefault(offset.topic, []).append(entry)
+    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+async def _fetch_in_slices(ctx: RequestContext, group_id: str, topics: Any,
+                           member_id: str | None, member_epoch: int,
+                           require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+    """`_fetch` for a large request: the asked partitions are read a slice at a time, with
+    other connections served in between (coterie.broker.large)."""
+    shard = ctx.services.groups.shard_for(group_id)
+    if topics is None:  # every offset of the group: one read, entries made in slices
+        answer = shard.offset_fetch(OffsetFetchRequest(group_id, None, member_id,
+                                                       member_epoch, require_stable))
+        if answer.error != ErrorCode.none:
+            return answer.error, []
+        entries = await in_slices(answer.offsets, _entry)
+        return answer.error, _by_topic(None, entries, answer.offsets)
+    answered: list[dict] = []
+    since_turn = 0
+    for t in topics:
+        indexes = t.partition_indexes
+        partitions: list[dict] = []
+        for i in range(0, len(indexes), SLICE):
+            since_turn += min(SLICE, len(indexes) - i)
+            if since_turn >= SLICE:
+                await asyncio.sleep(0)
+                since_turn = 0
+            answer = shard.offset_fetch(OffsetFetchRequest(
+                group_id, tuple((t.name, p) for p in indexes[i:i + SLICE]), member_id,
+                member_epoch, require_stable))
+            if answer.error != ErrorCode.none:
+                return answer.error, []
+            partitions.extend(_entry(o) for o in answer.offsets)
+        answered.append({"name": t.name, "partitions": partitions})
+    return ErrorCode.none, answered
+
+
+def _size(request: Any, version: int) -> int:
+    """How many entries an OffsetFetch asks for (a whole group's counts as one slice)."""
+    groups = request.groups if version >= 8 else (request,)
+    return sum(SLICE if g.topics is None else sum(len(t.partition_indexes) for t in g.topics)
+               for g in groups)
 
 
 def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
+    if runtime.loaded and _size(request, ctx.api_version) >= LARGE:
+        return _offset_fetch_large(ctx, request)
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
@@ -119,6 +168,26 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     error, topics = _fetch(ctx, request.group_id, request.topics,
                            require_stable=bool(getattr(request, "require_stable", False)))
     return ctx.respond({"error_code": error, "topics": topics})
+
+
+async def _offset_fetch_large(ctx: RequestContext, request: Any) -> Any:
+    """OffsetFetch of thousands of partitions or groups: read in slices, encoded off the
+    event loop (coterie.broker.large). The same answer as the ordinary path."""
+    stable = bool(getattr(request, "require_stable", False))
+    if ctx.api_version < 8:
+        error, topics = await _fetch_in_slices(ctx, request.group_id, request.topics, None,
+                                               -1, stable)
+        return ctx.respond_off_loop({"error_code": error, "topics": topics})
+    groups = []
+    for i, g in enumerate(request.groups):
+        if i:
+            await asyncio.sleep(0)
+        error, topics = await _fetch_in_slices(ctx, g.group_id, g.topics,
+                                               getattr(g, "member_id", None),
+                                               getattr(g, "member_epoch", -1), stable)
+        groups.append({"group_id": g.group_id, "error_code": error,
+                       "topics": topics if error == ErrorCode.none else []})
+    return ctx.respond_off_loop({"groups": groups})
 
 
 def offset_delete(ctx: RequestContext, request: Any) -> Any:
