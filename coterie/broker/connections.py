@@ -14,25 +14,28 @@ forever. The table is swept from the broker's housekeeping loop.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 
 __all__ = ["Connection", "ConnectionTable", "RateLimitedLog"]
 
 UNLIMITED = 2**31 - 1  # Kafka's Int.MAX_VALUE default for both connection limits
 
 
-@dataclass(slots=True, eq=False)
 class Connection:
-    """One accepted socket: its writer (to close it), peer address and activity."""
+    """One accepted socket as the table sees it: peer address and activity. The server's
+    connection class (coterie.broker.server) extends it and says how to `close` it."""
 
-    writer: asyncio.StreamWriter
-    ip: str
-    last_read: float = field(default_factory=time.monotonic)
-    waiting: bool = False  # an async handler of ours holds its current request
+    __slots__ = ("ip", "last_read", "waiting")
+
+    def __init__(self, ip: str) -> None:
+        self.ip = ip
+        self.last_read = time.monotonic()
+        self.waiting = False  # an async handler of ours holds its current request
+
+    def close(self) -> None:
+        raise NotImplementedError
 
 
 class RateLimitedLog:
@@ -88,6 +91,9 @@ class ConnectionTable:
             self._per_ip[conn.ip] -= 1
             if not self._per_ip[conn.ip]:
                 del self._per_ip[conn.ip]
+
+    def live(self) -> list[Connection]:
+        return list(self._live)
 
     def idle(self, now: float) -> list[Connection]:
         """Connections silent for longer than `connections.max.idle.ms`."""
