@@ -139,6 +139,17 @@ def new_consumer_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+class _Armed:
+    """A core timer as armed on the loop (see `GroupRuntime._apply_timers`)."""
+
+    __slots__ = ("armed", "deadline", "handle")
+
+    def __init__(self, handle: asyncio.TimerHandle, armed: int, deadline: int) -> None:
+        self.handle = handle
+        self.armed = armed
+        self.deadline = deadline
+
+
 class GroupRuntime:
     def __init__(self, offsets_log: OffsetsLog, clock: Callable[[], int],
                  config: ShardConfig, retention_check_interval_ms: int = 600_000) -> None:
@@ -150,10 +161,9 @@ class GroupRuntime:
                        for i in range(offsets_log.partitions)]
         self._shard_of: dict[str, GroupShard] = {}
         self.loaded = False
-        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
-        # Per armed timer: the deadline its handle was armed for, and the one now wanted.
-        self._armed: dict[TimerKey, int] = {}
-        self._deadlines: dict[TimerKey, int] = {}
+        # One entry per armed timer (every member has its session timer): its loop handle,
+        # the deadline the handle was armed for and the one now wanted.
+        self._timers: dict[TimerKey, _Armed] = {}
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._tokens = itertools.count(1)
         # Every group change, as JSON events in __group_events, once the broker plugs in
@@ -324,15 +334,13 @@ class GroupRuntime:
         now = self.now_ms()
         for op in ops:
             key, deadline = op.key, op.deadline_ms
-            handle = self._timers.get(key)
-            if deadline is not None and handle is not None and self._armed[key] <= deadline:
-                self._deadlines[key] = deadline
+            armed = self._timers.get(key)
+            if deadline is not None and armed is not None and armed.armed <= deadline:
+                armed.deadline = deadline
                 continue
-            if handle is not None:
-                handle.cancel()
+            if armed is not None:
+                armed.handle.cancel()
                 del self._timers[key]
-                self._armed.pop(key, None)
-                self._deadlines.pop(key, None)
             if deadline is not None:
                 loop = loop or asyncio.get_running_loop()
                 self._arm(loop, key, deadline, now)
@@ -344,13 +352,12 @@ class GroupRuntime:
         handlers of requests read off their sockets before that turn (their tasks are queued
         already) have run. Kafka likewise queues such a timer behind the requests already
         queued for the coordinator."""
-        self._armed[key] = self._deadlines[key] = deadline
-        self._timers[key] = loop.call_later(max(0.0, (deadline - now) / 1000), self._fire, key)
+        handle = loop.call_later(max(0.0, (deadline - now) / 1000), self._fire, key)
+        self._timers[key] = _Armed(handle, deadline, deadline)
 
     def _fire(self, key: TimerKey) -> None:
-        self._timers.pop(key, None)
-        self._armed.pop(key, None)
-        deadline = self._deadlines.pop(key, None)
+        armed = self._timers.pop(key, None)
+        deadline = None if armed is None else armed.deadline
         now = self.now_ms()
         if deadline is not None and deadline > now:  # pushed back since it was armed
             self._arm(asyncio.get_running_loop(), key, deadline, now)
@@ -398,8 +405,6 @@ class GroupRuntime:
         self.shards[partition].replay_marker(producer[0], commit)
 
     def close(self) -> None:
-        for handle in self._timers.values():
-            handle.cancel()
+        for armed in self._timers.values():
+            armed.handle.cancel()
         self._timers.clear()
-        self._armed.clear()
-        self._deadlines.clear()

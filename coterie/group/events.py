@@ -124,7 +124,7 @@ def consumer_snapshot(group: ConsumerGroup) -> ConsumerSnapshot:
         assignment_epoch=group.assignment_epoch,
         members={mid: ConsumerMemberView(
             m.client_id, m.instance_id, m.member_epoch, m.state.name.lower(),
-            m.assigned | m.pending_revocation, len(group.target_of(mid)))
+            m.holds(), len(group.target_of(mid)))
             for mid, m in group.members.items()})
 
 

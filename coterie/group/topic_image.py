@@ -22,10 +22,24 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
-    """What assignment needs to know of a topic."""
+    """What assignment needs to know of a topic. `tp(p)` gives one (topic id, partition)
+    tuple per partition, made on first use, which every member's assignment shares: with
+    ten partitions a member, their own tuples cost as much as the rest of the member."""
 
     topic_id: uuid.UUID
     partitions: int
+    _tps: tuple[tuple[uuid.UUID, int], ...] | None = field(default=None, init=False,
+                                                           repr=False, compare=False)
+
+    def tp(self, partition: int) -> tuple[uuid.UUID, int]:
+        """The shared (topic id, partition) tuple."""
+        tps = self._tps
+        if tps is None:
+            tps = tuple((self.topic_id, p) for p in range(self.partitions))
+            object.__setattr__(self, "_tps", tps)
+        if 0 <= partition < len(tps):
+            return tps[partition]
+        return (self.topic_id, partition)
 
 
 @dataclass(frozen=True, slots=True)

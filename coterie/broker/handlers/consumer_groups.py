@@ -41,10 +41,10 @@ def _owned(entries: Any) -> tuple[TopicPartitions, ...] | None:
 
 
 # A settled member's answer is the same every time (no error, no new assignment): the kio
-# entity is kept per (version, member, epoch, interval) and its body encoded once
+# answer is kept per (version, member, epoch, interval), its body encoded once
 # (`encode_body_once`). Cleared whole when full.
 _STEADY_ANSWERS: dict[tuple[int, str | None, int, int], Any] = {}
-_STEADY_ANSWERS_MAX = 16_384  # about 0.5 KB each, with the kept body
+_STEADY_ANSWERS_MAX = 16_384  # about 0.2 KB each: the key and the encoded body
 
 
 def _heartbeat_answer(ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:

@@ -25,6 +25,7 @@ from coterie.group.consumer.member import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     ConsumerMember,
+    shared_names,
 )
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest, TopicPartitions
 from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
@@ -174,7 +175,7 @@ def updated_member(member: ConsumerMember, req: ConsumerHeartbeatRequest) -> Con
         return member  # the steady-state heartbeat: nothing to change, nothing to copy
     names = member.subscribed_topic_names
     if req.subscribed_topic_names is not None:
-        names = frozenset(req.subscribed_topic_names)
+        names = shared_names(req.subscribed_topic_names)
     regex = member.subscribed_topic_regex
     if req.subscribed_topic_regex is not None:
         regex = req.subscribed_topic_regex or None

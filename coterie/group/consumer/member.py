@@ -24,6 +24,7 @@ Member states (Kafka's `MemberState`, with Kafka's byte values in the record):
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from coterie.group.records.consumer import (
@@ -53,6 +54,24 @@ class MemberState(enum.Enum):
             return cls(value)
         except ValueError:
             return cls.UNKNOWN
+
+
+# One frozenset per distinct subscription, shared by every member subscribed to the same
+# topics (most members of a group are): a set of names costs 216 bytes or more per member
+# otherwise. Bounded, so that members with ever new subscriptions cannot grow it forever.
+_SHARED_NAMES: dict[frozenset[str], frozenset[str]] = {}
+_SHARED_NAMES_MAX = 4096
+
+
+def shared_names(names: Iterable[str]) -> frozenset[str]:
+    """`frozenset(names)`, as the same object as every equal subscription's."""
+    found = frozenset(names)
+    shared = _SHARED_NAMES.get(found)
+    if shared is not None:
+        return shared
+    if len(_SHARED_NAMES) < _SHARED_NAMES_MAX:
+        _SHARED_NAMES[found] = found
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +146,7 @@ class ConsumerMember:
             rack_id=value.rack_id,
             client_id=value.client_id,
             client_host=value.client_host,
-            subscribed_topic_names=frozenset(value.subscribed_topic_names),
+            subscribed_topic_names=shared_names(value.subscribed_topic_names),
             # Kafka's clients clear a regex subscription with an empty string.
             subscribed_topic_regex=value.subscribed_topic_regex or None,
             rebalance_timeout_ms=value.rebalance_timeout_ms,

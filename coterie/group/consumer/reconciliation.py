@@ -87,7 +87,12 @@ def _step(member: ConsumerMember, epoch: int, target_epoch: int, target: Partiti
     if revoke and _still_owns(revoke, owned):
         return _moved(member, epoch, MemberState.UNREVOKED_PARTITIONS, keep, revoke)
     new_state = MemberState.UNRELEASED_PARTITIONS if held_back else MemberState.STABLE
-    return _moved(member, target_epoch, new_state, keep | add if add else keep, NO_PARTITIONS)
+    assigned = keep | add if add else keep
+    if not held_back and len(assigned) == len(target):
+        # All of the target, the usual end: share the target's set (one set per member,
+        # not two).
+        assigned = target
+    return _moved(member, target_epoch, new_state, assigned, NO_PARTITIONS)
 
 
 def _moved(member: ConsumerMember, epoch: int, state: MemberState, assigned: Partitions,

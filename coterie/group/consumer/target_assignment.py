@@ -99,7 +99,7 @@ def compute_target(group_id: str, epoch: int, members: Mapping[str, ConsumerMemb
             # dropped for being gone from the topic image).
             new = old_targets[member_id]
         else:
-            new = frozenset((by_name[name].topic_id, p) for name, p in assignment.partitions)
+            new = frozenset(by_name[name].tp(p) for name, p in assignment.partitions)
         targets[member_id] = new
         old = old_targets.get(member_id)
         if old is None or old != new:

@@ -65,7 +65,7 @@ from coterie.group.classic.messages import (
 from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.consumer.heartbeat_request import Refused
-from coterie.group.consumer.member import ConsumerMember, MemberState
+from coterie.group.consumer.member import ConsumerMember, MemberState, shared_names
 from coterie.group.mixed.conversion import by_id, by_name
 from coterie.group.records.consumer import ClassicMemberMetadata
 from coterie.group.result import Result, TimerOp
@@ -143,7 +143,7 @@ class ClassicMembers:
             rack_id=sub.rack_id if sub.rack_id is not None else member.rack_id,
             rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
             else member.rebalance_timeout_ms,
-            subscribed_topic_names=frozenset(sub.topics),
+            subscribed_topic_names=shared_names(sub.topics),
             subscribed_topic_regex=None,  # classic members cannot subscribe with a regex
             client_id=req.client_id,
             client_host=req.client_host,

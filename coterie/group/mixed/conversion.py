@@ -44,7 +44,7 @@ from dataclasses import replace
 
 from coterie.group.classic.group import ClassicGroup, ClassicMember
 from coterie.group.consumer.group import ConsumerGroup
-from coterie.group.consumer.member import ConsumerMember, MemberState
+from coterie.group.consumer.member import ConsumerMember, MemberState, shared_names
 from coterie.group.records.classic import GroupMetadataKey, Record
 from coterie.group.records.consumer import (
     ClassicMemberMetadata,
@@ -111,7 +111,7 @@ def upgrade_records(group: ClassicGroup, image: TopicImage) -> list[Record]:
         members.append(ConsumerMember(
             member_id=m.member_id, instance_id=m.group_instance_id, rack_id=sub.rack_id,
             client_id=m.client_id, client_host=m.client_host,
-            subscribed_topic_names=frozenset(sub.topics),
+            subscribed_topic_names=shared_names(sub.topics),
             rebalance_timeout_ms=m.rebalance_timeout_ms,
             classic=ClassicMemberMetadata(m.session_timeout_ms, tuple(protocols)),
             member_epoch=generation, previous_member_epoch=generation,

@@ -46,23 +46,26 @@ def _heartbeat_answer(epoch: int) -> ConsumerGroupHeartbeatResponse:
 
 
 def test_a_body_encoded_once_gives_kios_frame_for_every_correlation_id() -> None:
-    kept = encode_body_once(_heartbeat_answer(7))
+    answer = _heartbeat_answer(7)
+    kept = encode_body_once(answer)
     for correlation_id in (1, 2, 2**31 - 1):
-        assert encode_response(correlation_id, kept) == _kio_frame(correlation_id, kept)
-    # An equal entity that was not marked is encoded afresh, with the same bytes.
-    assert encode_response(5, _heartbeat_answer(7)) == encode_response(5, kept)
-    non_flexible = encode_body_once(MetadataResponse(
+        assert encode_response(correlation_id, kept) == _kio_frame(correlation_id, answer)
+    # The entity itself is encoded afresh, with the same bytes.
+    assert encode_response(5, answer) == encode_response(5, kept)
+    metadata = MetadataResponse(
         throttle_time=datetime.timedelta(0), brokers=(), cluster_id="c", controller_id=1,
-        topics=()))
-    assert encode_response(9, non_flexible) == _kio_frame(9, non_flexible)
+        topics=())
+    non_flexible = encode_body_once(metadata)  # a header of its own kind
+    assert encode_response(9, non_flexible) == _kio_frame(9, metadata)
 
 
-def test_kept_bodies_belong_to_their_entity() -> None:
-    """Bodies are found by the entity's identity: another entity (here another epoch,
-    created after the kept one) is encoded afresh."""
-    encode_body_once(_heartbeat_answer(1))
-    other = _heartbeat_answer(2)
-    assert encode_response(3, other) == _kio_frame(3, other)
+def test_a_kept_body_is_its_own_entitys() -> None:
+    """Each kept body answers with its own entity's bytes: another epoch, kept later,
+    does not replace or disturb the first."""
+    first = encode_body_once(_heartbeat_answer(1))
+    other = encode_body_once(_heartbeat_answer(2))
+    assert encode_response(3, first) == _kio_frame(3, _heartbeat_answer(1))
+    assert encode_response(3, other) == _kio_frame(3, _heartbeat_answer(2))
 
 
 def test_non_flexible_header_matches_kio() -> None:
