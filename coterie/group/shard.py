@@ -14,9 +14,11 @@ tests/unit/group check both). The shard keeps, per live key, the last value that
 log (`durable`); compaction writes them out as a snapshot.
 
 The revert path. When an append fails, the broker calls `revert(group_id, records, now_ms)`,
-the one undo for every group type and for offsets: the group's offsets and, when the failed
-records changed its type or membership records, its whole state are rebuilt from `durable`
-by replay (parked requests of a dropped classic group are answered with the storage error).
+the one undo for every group type and for offsets: the offsets the failed records touched are
+put back as they reached the log, at their places in the replay order, pending transactional
+ones included (`durable_offsets`, `durable_pending`), and, when the failed records changed
+the group's type or membership records, its whole state is rebuilt from `durable` by replay
+(parked requests of a dropped classic group are answered with the storage error).
 A classic group whose failed record was a snapshot of its own generation keeps its members
 and starts a new rebalance instead, as Kafka does (its in-flight rebalance is not in any
 record, so rebuilding it from the log would forget who is waiting).
@@ -130,6 +132,10 @@ class GroupShard:
         self.offsets = OffsetStore()
         # The last value of every live key that reached the log, in first-written order.
         self.durable: dict[Any, Record] = {}
+        # The committed offsets that reached the log, with their replay positions: what a
+        # failed append is undone to (replaying them again would reorder them after pending
+        # transactional offsets the log has after them, and a tombstone would drop those).
+        self.durable_offsets: dict[tuple[str, str, int], tuple[OffsetCommitValue, int]] = {}
         # Per open transaction, its pending offsets that reached the log (with their replay
         # positions): what a failed transactional append is undone to.
         self.durable_pending: dict[int, dict[tuple[str, str, int],
@@ -163,11 +169,11 @@ class GroupShard:
         if not commit:
             return
         for key in pending:
-            group_id, topic, partition = key
-            value = self.offsets.fetch(group_id, topic, partition)
-            if value is not None:
-                okey = OffsetCommitKey(group_id, topic, partition)
-                self.durable[okey] = Record(okey, value)
+            entry = self.offsets.committed_entry(key)
+            if entry is not None:
+                okey = OffsetCommitKey(*key)
+                self.durable[okey] = Record(okey, entry[0])
+                self.durable_offsets[key] = entry
 
     def _apply(self, record: Record, producer_id: int = NO_PRODUCER_ID) -> None:
         if isinstance(record.key, OffsetCommitKey):
@@ -187,10 +193,18 @@ class GroupShard:
             self.durable.pop(key, None)
             if isinstance(key, OffsetCommitKey):
                 k = (key.group_id, key.topic, key.partition)
+                self.durable_offsets.pop(k, None)
                 for pending in self.durable_pending.values():
                     pending.pop(k, None)
         else:
             self.durable[key] = record
+            if isinstance(key, OffsetCommitKey):
+                # The record was applied just before (appends are synchronous): the store's
+                # entry is this record's, with its position.
+                k = (key.group_id, key.topic, key.partition)
+                entry = self.offsets.committed_entry(k)
+                if entry is not None:
+                    self.durable_offsets[k] = entry
 
     def committed(self, records: Iterable[Record],
                   producer: tuple[int, int] | None = None) -> None:
@@ -217,12 +231,15 @@ class GroupShard:
                 self.offsets.restore_pending(producer_id, k, durable.get(k))
             return Revert(result, rebuilt=False)
         durable = [r for r in self.durable.values() if r.key.group_id == group_id]
-        if any(isinstance(r.key, OffsetCommitKey) for r in records):
-            for topic, partition in self.offsets.fetch_all(group_id):
-                self.offsets.replay(Record(OffsetCommitKey(group_id, topic, partition), None))
-            for record in durable:
-                if isinstance(record.key, OffsetCommitKey):
-                    self.offsets.replay(record)
+        touched = {(r.key.group_id, r.key.topic, r.key.partition) for r in records
+                   if isinstance(r.key, OffsetCommitKey)}
+        for k in touched:
+            # Only the touched partitions: a tombstone among the records also dropped their
+            # pending transactional offsets, which come back as durable as they were.
+            self.offsets.restore_committed(k, self.durable_offsets.get(k))
+            for producer_id, pending in self.durable_pending.items():
+                if k in pending:
+                    self.offsets.restore_pending(producer_id, k, pending[k])
         group_records = [r for r in records if not isinstance(r.key, OffsetCommitKey)]
         if not group_records:
             return Revert(result, rebuilt=False)

@@ -156,6 +156,22 @@ class OffsetStore:
             # and so replaying a log and running live give identical states.
             del self._offsets[group_id]
 
+    def committed_entry(self, key: _Key) -> tuple[OffsetCommitValue, int] | None:
+        """One committed offset with its replay position, or None."""
+        group_id, topic, partition = key
+        value = self._offsets.get(group_id, {}).get((topic, partition))
+        return None if value is None else (value, self._positions[key])
+
+    def restore_committed(self, key: _Key,
+                          entry: tuple[OffsetCommitValue, int] | None) -> None:
+        """Put back one committed offset as it was, at its old place in the replay order
+        (None: as if never committed): the undo of an append that failed. Replaying the old
+        record instead would move it after pending offsets the log has after it."""
+        if entry is None:
+            self._remove(key)
+        else:
+            self._put(key, *entry)
+
     def pending_entry(self, producer_id: int, key: _Key) -> tuple[OffsetCommitValue, int] | None:
         """One pending offset with its replay position, or None."""
         return self._pending.get(producer_id, {}).get(key)

@@ -218,6 +218,49 @@ def test_a_failed_append_is_undone_to_what_was_durable():
     assert fetched(h, ("foo", 0), ("foo", 1)) == [(1, False), (None, False)]
 
 
+def failed_commit(h: MixedHarness, *parts: tuple[str, int, int]) -> None:
+    """A plain OffsetCommit whose append fails: the shard reverts it, as the runtime does."""
+    result = h.shard.offset_commit(OffsetCommitRequest("g", "", -1, tuple(
+        CommitPartition(t, p, o) for t, p, o in parts)), h.now)
+    h.shard.revert("g", list(result.records), h.now, result.producer)
+
+
+def test_a_failed_plain_commit_keeps_the_pending_offsets_of_its_partitions():
+    """Found by the fault simulation: the undo of a failed plain commit tombstoned every
+    committed offset of the group and replayed the durable ones, and a tombstone also drops
+    the partition's pending transactional offsets. foo-0's pending offset vanished live
+    (require_stable no longer saw an open transaction, and the COMMIT marker made nothing
+    visible) while the log still had it."""
+    h = harness(foo=2)
+    log = TxnLog(h)
+    commit(h, ("foo", 0, 1))
+    log.txn_commit(("foo", 0, 5))
+    log.sync()
+    failed_commit(h, ("foo", 1, 9))
+    assert fetched(h, ("foo", 0), stable=True) == [(None, True)]
+    log.marker(commit=True)
+    assert fetched(h, ("foo", 0), ("foo", 1)) == [(5, False), (None, False)]
+    assert log.replayed().offsets.fetch_all("g") == h.shard.offsets.fetch_all("g")
+
+
+def test_a_failed_plain_commit_keeps_the_log_order_of_the_durable_ones():
+    """The undo of a failed plain commit must put the durable offsets back where the log
+    has them, not replay them again (which the old undo did, after the tombstones of the
+    test above): replayed again, foo-0's plain offset would come after the pending
+    transactional offset the log has after it, and the COMMIT marker would lose to it."""
+    h = harness(foo=2)
+    log = TxnLog(h)
+    commit(h, ("foo", 0, 1))
+    log.txn_commit(("foo", 1, 5))
+    log.sync()
+    log.txn_commit(("foo", 0, 6), producer=PRODUCER + 1)
+    log.sync()
+    failed_commit(h, ("foo", 0, 9))
+    log.marker(commit=True, producer=PRODUCER + 1)
+    assert fetched(h, ("foo", 0), ("foo", 1)) == [(6, False), (None, False)]
+    assert log.replayed().offsets.fetch_all("g") == h.shard.offsets.fetch_all("g")
+
+
 def test_a_failed_first_append_leaves_no_open_transaction():
     h = harness(foo=1)
     log = TxnLog(h)
