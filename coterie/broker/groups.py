@@ -286,6 +286,16 @@ class GroupRuntime:
         finally:
             self._waiters.pop(token, None)
 
+    def run_settled(self, group_id: str, result: Result) -> Any:
+        """`run` for a settled member's heartbeat, which writes and completes nothing and
+        only moves the member's session timer: the same outcome without the steps that
+        would find nothing to do (no append, no revert, and a consumer group unchanged
+        by records publishes no event)."""
+        if result.records or result.completed:
+            return self.run(group_id, result)
+        self._apply_timers(result.timers)
+        return result.response
+
     def run(self, group_id: str, result: Result) -> Any:
         """Append the records, then answer, then arm timers. Returns the immediate answer.
         The shard has applied the result already; if the append fails, it reverts."""

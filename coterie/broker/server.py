@@ -238,7 +238,8 @@ class ClientConnection(Connection, asyncio.Protocol):
             log.exception("closing connection from %s: serving it failed", self.peer)
             self.close()
             return
-        self._update_reading()
+        if not transport.is_reading():
+            self._update_reading()
         if self.eof and not self.closed:
             self.close()
 

@@ -27,6 +27,7 @@ fixed-size elements one multiplication, and only lengths and counts are read.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import Callable
 from functools import cache
 from types import NoneType, UnionType
@@ -43,6 +44,8 @@ from kio.serial._introspect import (
 # A checker reads one entity from `buf` at `pos`, never past `end`, and returns the position
 # after it; it raises BoundsError when a declared size does not fit.
 Checker = Callable[[bytes, int, int], int]
+
+_INT16 = struct.Struct(">h")
 
 
 class BoundsError(Exception):
@@ -94,6 +97,8 @@ def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 def _tagged(buf: bytes, pos: int, end: int, known: dict[int, Checker]) -> int:
     """The tagged-field section of a flexible entity: a count, then (tag, size, data) each;
     a known tag is checked inside its declared size."""
+    if pos < end and buf[pos] == 0:  # no tagged fields: nearly every entity
+        return pos + 1
     count, pos = _uvarint(buf, pos, end)
     if count * 2 > end - pos:
         raise BoundsError(f"{count} tagged fields at byte {pos} cannot fit in the "
@@ -309,7 +314,7 @@ def _header_end(frame: bytes, flexible: bool) -> int:
     end = len(frame)
     if end < 10:
         raise _past_end(10, end)
-    n = int.from_bytes(frame[8:10], "big", signed=True)
+    (n,) = _INT16.unpack_from(frame, 8)
     pos = 10 + max(n, 0)
     if n < -1 or pos > end:
         raise _too_long("client id", n, 10, end)

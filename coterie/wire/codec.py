@@ -141,6 +141,9 @@ class Preencoded:
     writes the header in front of it. The entity itself is not kept."""
 
     __slots__ = ("body", "schema")
+    # Kept bodies are answers without an error (the server looks for INVALID_REQUEST
+    # answers to log; a missing attribute would cost an exception on every answer).
+    error_code = None
 
     def __init__(self, schema: type, body: bytes) -> None:
         self.schema = schema

@@ -87,7 +87,7 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
             request.group_id, request.member_id, request.member_epoch, ctx.client_id or "",
             ctx.client_host, now)
         if settled is not None:
-            return _heartbeat_answer(ctx, runtime.run(request.group_id, settled))
+            return _heartbeat_answer(ctx, runtime.run_settled(request.group_id, settled))
     names = request.subscribed_topic_names
     req = ConsumerHeartbeatRequest(
         group_id=request.group_id, member_id=request.member_id,
