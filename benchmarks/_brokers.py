@@ -98,6 +98,15 @@ def run_broker(kind: str, workdir: Path,
     """Run one broker ("coterie" or "kafka") for the duration of the block; yields its
     bootstrap address. `overrides` are Kafka broker properties given to either broker.
     The broker's output goes to <workdir>/<kind>.log."""
+    with run_broker_process(kind, workdir, overrides) as (bootstrap, _):
+        yield bootstrap
+
+
+@contextlib.contextmanager
+def run_broker_process(kind: str, workdir: Path, overrides: Mapping[str, str] | None = None
+                       ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """As run_broker, but yields (bootstrap address, broker process), for benchmarks that
+    watch the process (its RSS, its CPU time)."""
     if kind not in KINDS:
         raise ValueError(f"unknown broker kind {kind!r}")
     port = free_port()
@@ -123,7 +132,7 @@ def run_broker(kind: str, workdir: Path,
     try:
         # coterie is ready once it listens (as in tests/fixtures/coterie_broker.py)
         wait_until_serving(bootstrap, proc, log_path, metadata_probe=kind == "kafka")
-        yield bootstrap
+        yield bootstrap, proc
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -146,3 +155,17 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
             return
         time.sleep(0.1)
     raise RuntimeError(f"topic {name} did not become ready")
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of a process (VmRSS of /proc/<pid>/status), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
