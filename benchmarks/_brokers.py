@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -103,10 +103,12 @@ def run_broker(kind: str, workdir: Path,
 
 
 @contextlib.contextmanager
-def run_broker_process(kind: str, workdir: Path, overrides: Mapping[str, str] | None = None
+def run_broker_process(kind: str, workdir: Path, overrides: Mapping[str, str] | None = None,
+                       launcher: Sequence[str] = ("-m", "coterie"),
                        ) -> Iterator[tuple[str, subprocess.Popen]]:
     """As run_broker, but yields (bootstrap address, broker process), for benchmarks that
-    watch the process (its RSS, its CPU time)."""
+    watch the process (its RSS, its CPU time). For coterie, `launcher` is what follows the
+    interpreter in the command (another script that runs the coterie command line, say)."""
     if kind not in KINDS:
         raise ValueError(f"unknown broker kind {kind!r}")
     port = free_port()
@@ -115,7 +117,7 @@ def run_broker_process(kind: str, workdir: Path, overrides: Mapping[str, str] | 
     overrides = dict(overrides or {})
     if kind == "coterie":
         data_dir.mkdir(parents=True)
-        cmd = [sys.executable, "-m", "coterie", "serve", "--host", HOST, "--port", str(port),
+        cmd = [sys.executable, *launcher, "serve", "--host", HOST, "--port", str(port),
                "--data-dir", str(data_dir)]
         for key, value in overrides.items():
             cmd += ["--override", f"{key}={value}"]

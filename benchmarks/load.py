@@ -61,6 +61,13 @@ for 10,000 members the hard limit must be above ~10,100.
     .venv/bin/python benchmarks/load.py --protocol both --duration 120        # ~8 min
     .venv/bin/python benchmarks/load.py                                        # the issue's run
     .venv/bin/python benchmarks/load.py --protocol consumer --json /tmp/load.json
+    .venv/bin/python benchmarks/load.py --members 2000 --duration 10 --tracemalloc /tmp/tm
+
+`--tracemalloc DIR` starts the broker through benchmarks/_tracemalloc_serve.py, takes a
+snapshot of its Python allocations before, connected and end, and prints the allocating lines
+that grew most, per member: connections (connected - before), members (end - connected).
+Tracemalloc sees Python's allocations only (not the allocator's free lists or fragmentation),
+so its total is below the RSS growth; it slows the broker, so read only its memory figures.
 """
 
 from __future__ import annotations
@@ -83,6 +90,7 @@ import struct
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -98,7 +106,7 @@ from _brokers import (
     rss_kib,
     run_broker_process,
 )
-from heartbeats import CORR_AT, RETRIABLE, _member_id, _percentile
+from heartbeats import CORR_AT, REPO_ROOT, RETRIABLE, _member_id, _percentile
 from kio.index import load_response_schema
 from kio.schema.consumer_group_heartbeat.v1.request import (
     ConsumerGroupHeartbeatRequest,
@@ -516,6 +524,56 @@ def generator_main(conn: multiprocessing.connection.Connection, out_dir: str, in
 
 # -- the run -----------------------------------------------------------------------------------
 
+class Snapshots:
+    """Tracemalloc snapshots of a broker run by benchmarks/_tracemalloc_serve.py (or none)."""
+
+    def __init__(self, directory: Path | None, pid: int) -> None:
+        self.dir, self.pid, self.taken = directory, pid, 0
+        self.paths: dict[str, Path] = {}
+
+    def take(self, name: str) -> None:
+        if self.dir is None:
+            return
+        path = self.dir / f"snapshot-{self.taken}"
+        self.taken += 1
+        os.kill(self.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 600
+        while not Path(f"{path}.done").exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the broker wrote no snapshot {path}")
+            time.sleep(0.2)
+        self.paths[name] = path
+
+
+def _where(trace: tracemalloc.Frame) -> str:
+    name = trace.filename
+    for root in (str(REPO_ROOT) + "/", "site-packages/", "lib/python3"):
+        if root in name:
+            name = name.split(root, 1)[1]
+    return f"{name}:{trace.lineno}"
+
+
+def memory_breakdown(paths: dict[str, Path], members: int, top: int) -> str:
+    """Where the broker's memory per member went (tracemalloc, by allocating line): the
+    connections (connected - before) and the members (end - connected)."""
+    snaps = {k: tracemalloc.Snapshot.load(str(p)).filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)]) for k, p in paths.items()}
+    out = []
+    for title, a, b in (("connections (connected - before)", "before", "connected"),
+                        ("members (end - connected)", "connected", "end"),
+                        ("all (end - before)", "before", "end")):
+        stats = snaps[b].compare_to(snaps[a], "lineno")
+        total = sum(st.size_diff for st in stats)
+        out.append(f"\n{title}: {total / members / 1024:.2f} KiB per member traced by "
+                   "tracemalloc (Python allocations only)")
+        out.append("| bytes / member | blocks / member | allocated at |")
+        out.append("| ---: | ---: | --- |")
+        for st in sorted(stats, key=lambda x: -x.size_diff)[:top]:
+            out.append(f"| {st.size_diff / members:,.0f} | {st.count_diff / members:.2f} "
+                       f"| {_where(st.traceback[0])} |")
+    return "\n".join(out)
+
+
 @dataclass
 class RunResult:
     protocol: str
@@ -537,6 +595,7 @@ class RunResult:
     rss_end_kib: int
     broker_cpu: float
     generator_cpu: float
+    snapshots: dict[str, str] = field(default_factory=dict)
 
     @property
     def kib_per_member(self) -> float:
@@ -619,13 +678,22 @@ def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
         **dict(item.split("=", 1) for item in args.override),
     }
     ctx = multiprocessing.get_context("fork")
+    launcher: tuple[str, ...] = ("-m", "coterie")
+    snap_dir: Path | None = None
+    if args.tracemalloc is not None:
+        launcher = (str(Path(__file__).resolve().parent / "_tracemalloc_serve.py"),)
+        snap_dir = args.tracemalloc / protocol
+        snap_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["COTERIE_TRACEMALLOC_DIR"] = str(snap_dir)
     with tempfile.TemporaryDirectory(prefix="coterie-load-") as tmp, \
-            run_broker_process("coterie", Path(tmp), overrides) as (bootstrap, broker), \
+            run_broker_process("coterie", Path(tmp), overrides, launcher) as (bootstrap, broker), \
             generators() as gens:
+        snaps = Snapshots(snap_dir, broker.pid)
         port = int(bootstrap.rsplit(":", 1)[1])
         create_topic(bootstrap, TOPIC, args.partitions)
         time.sleep(1.0)
         rss_before = rss_kib(broker.pid)
+        snaps.take("before")
         procs = min(args.procs, len(groups))
         slices = [groups[i::procs] for i in range(procs)]
         gens.start(ctx, generator_main, [
@@ -636,6 +704,7 @@ def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
             connected += sum(1 for _, msg in gens.receive(60) if msg[0] == "connected")
         time.sleep(1.0)
         rss_connected = rss_kib(broker.pid)
+        snaps.take("connected")
         log(f"[{protocol}] {members} connections open; broker RSS {rss_before:,} -> "
             f"{rss_connected:,} KiB")
         started = time.monotonic()
@@ -674,6 +743,7 @@ def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
         window = time.monotonic() - w0
         broker_cpu = (cpu_seconds(broker.pid) - cpu0) / window
         rss_end = rss_kib(broker.pid)
+        snaps.take("end")
         gens.broadcast("stop")
         results: dict[int, GenResult] = {}
         while len(results) < procs:
@@ -702,7 +772,8 @@ def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
             p50_ms=ms[0], p99_ms=ms[1], max_ms=(ordered[-1] * 1000 if ordered else 0.0),
             rss_before_kib=rss_before, rss_connected_kib=rss_connected,
             rss_joined_kib=rss_joined, rss_end_kib=rss_end, broker_cpu=broker_cpu,
-            generator_cpu=sum(r.cpu_seconds for r in results.values()) / window)
+            generator_cpu=sum(r.cpu_seconds for r in results.values()) / window,
+            snapshots={k: str(v) for k, v in snaps.paths.items()})
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -777,6 +848,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="another broker property (repeatable)")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    parser.add_argument("--tracemalloc", type=Path, default=None, metavar="DIR",
+                        help="run the broker with tracemalloc, keep its snapshots (before, "
+                             "connected, end) under DIR/<protocol> and print where the memory "
+                             "per member went; slows the broker, so its latency and CPU "
+                             "figures are not comparable")
+    parser.add_argument("--top", type=int, default=25, help="lines per tracemalloc table")
     args = parser.parse_args(argv)
     if args.members < args.group_size:
         parser.error("--members must be at least --group-size")
@@ -801,6 +878,11 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     log(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(table(results))
+    for r in results:
+        if r.snapshots:
+            print(f"\n### {r.protocol}: tracemalloc, {r.members:,} members")
+            print(memory_breakdown({k: Path(v) for k, v in r.snapshots.items()}, r.members,
+                                   args.top))
     if args.json is not None:
         args.json.write_text(json.dumps(
             [{**asdict(r), "kib_per_member": r.kib_per_member} for r in results], indent=2))
