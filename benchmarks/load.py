@@ -213,7 +213,10 @@ class Generator:
         self.tie = 0
         self.ep = select.epoll()
         self.in_window = False
+        self.recording = False  # latencies are kept (from "start" to "end")
         self.latencies = array.array("d")
+        self.sent = array.array("d")  # send time of each, seconds into the window
+        self.window_t0 = 0.0
         self.heartbeats = 0
         self.false_expiries: Counter[str] = Counter()
         self.other_errors: Counter[str] = Counter()
@@ -325,8 +328,9 @@ class Generator:
         elif api == "sync":
             self.on_sync(m, body, code)
         else:
-            if self.in_window and m.state == STABLE:
+            if self.recording and m.state == STABLE:
                 self.latencies.append(now - m.sent_at)
+                self.sent.append(m.sent_at - self.window_t0)
                 self.heartbeats += 1
             if api == "hb":
                 if code != ErrorCode.none:
@@ -469,7 +473,8 @@ def generator_main(conn: multiprocessing.connection.Connection, out_dir: str, in
                    protocol: str, port: int, groups: list[str], group_size: int,
                    partitions: int, interval: float, jitter: float, session_ms: int) -> None:
     """A generator process: control messages from the parent on `conn` ("join", "start",
-    "stop"); reports ("connected"), ("settled", n) and at the end ("result", GenResult)."""
+    "end" of the latencies kept, "stop"); reports ("connected"), ("settled", n) and at the
+    end ("result", GenResult)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
     gen = Generator(protocol, port, groups, group_size, partitions, interval, jitter,
                     session_ms, seed=index)
@@ -491,12 +496,17 @@ def generator_main(conn: multiprocessing.connection.Connection, out_dir: str, in
                         gen.start_joining()
                     elif msg == "start":
                         settled_at_start = gen.settled_count()
-                        gen.in_window = True
+                        gen.in_window = gen.recording = True
+                        gen.window_t0 = time.perf_counter()
                         cpu0 = time.process_time()
+                    elif msg == "end":
+                        gen.recording = False
                     elif msg == "stop":
                         path = Path(out_dir) / f"latencies-{index}"
                         with open(path, "wb") as f:
                             gen.latencies.tofile(f)
+                        with open(f"{path}.sent", "wb") as f:
+                            gen.sent.tofile(f)
                         result = GenResult(
                             members=len(gen.members), settled_at_start=settled_at_start,
                             heartbeats=gen.heartbeats,
@@ -547,9 +557,12 @@ class Snapshots:
 
 def _where(trace: tracemalloc.Frame) -> str:
     name = trace.filename
-    for root in (str(REPO_ROOT) + "/", "site-packages/", "lib/python3"):
-        if root in name:
-            name = name.split(root, 1)[1]
+    if name.startswith(str(REPO_ROOT) + "/"):
+        name = name[len(str(REPO_ROOT)) + 1:]
+    elif "site-packages/" in name:
+        name = name.split("site-packages/", 1)[1]
+    elif "/lib/python3" in name:
+        name = "stdlib " + name.split("/lib/python3", 1)[1].split("/", 1)[1]
     return f"{name}:{trace.lineno}"
 
 
@@ -595,6 +608,9 @@ class RunResult:
     rss_end_kib: int
     broker_cpu: float
     generator_cpu: float
+    slow: int = 0  # heartbeats answered in TARGET_P99_MS or more
+    slow_seconds: int = 0  # distinct seconds of the window they were sent in
+    worst_seconds: list[tuple[int, int]] = field(default_factory=list)
     snapshots: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -741,6 +757,7 @@ def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
         while time.monotonic() - w0 < args.duration:
             gens.receive(min(10.0, max(0.0, args.duration - (time.monotonic() - w0))))
         window = time.monotonic() - w0
+        gens.broadcast("end")
         broker_cpu = (cpu_seconds(broker.pid) - cpu0) / window
         rss_end = rss_kib(broker.pid)
         snaps.take("end")
@@ -750,11 +767,16 @@ def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
             for i, msg in gens.receive(60):
                 if msg[0] == "result":
                     results[i] = msg[1]
-        lat = array.array("d")
+        lat, sent = array.array("d"), array.array("d")
         for r in results.values():
             with open(r.latencies_path, "rb") as f:
                 lat.frombytes(f.read())
+            with open(f"{r.latencies_path}.sent", "rb") as f:
+                sent.frombytes(f.read())
         ordered = sorted(lat)
+        # when the slow heartbeats were sent: spread out, or bunched in a few stalls?
+        slow = Counter(int(t) for x, t in zip(lat, sent, strict=True)
+                       if x * 1000 >= TARGET_P99_MS)
         false: Counter[str] = Counter()
         other: Counter[str] = Counter()
         for r in results.values():
@@ -773,6 +795,8 @@ def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
             rss_before_kib=rss_before, rss_connected_kib=rss_connected,
             rss_joined_kib=rss_joined, rss_end_kib=rss_end, broker_cpu=broker_cpu,
             generator_cpu=sum(r.cpu_seconds for r in results.values()) / window,
+            slow=sum(slow.values()), slow_seconds=len(slow),
+            worst_seconds=slow.most_common(5),
             snapshots={k: str(v) for k, v in snaps.paths.items()})
 
 
@@ -799,6 +823,11 @@ def table(results: list[RunResult]) -> str:
         ("heartbeat p50 (ms)", [f"{r.p50_ms:.2f}" for r in results], ""),
         ("heartbeat p99 (ms)", [f"{r.p99_ms:.2f}" for r in results], f"< {TARGET_P99_MS:g}"),
         ("heartbeat max (ms)", [f"{r.max_ms:.1f}" for r in results], ""),
+        (f"heartbeats >= {TARGET_P99_MS:g} ms: count, in how many seconds (worst: second "
+         "of the window: count)",
+         [f"{r.slow:,} in {r.slow_seconds} s (" + ", ".join(f"{t}: {n}"
+                                                          for t, n in r.worst_seconds) + ")"
+          for r in results], ""),
         ("broker RSS before (KiB)", [f"{r.rss_before_kib:,}" for r in results], ""),
         ("broker RSS connected (KiB)", [f"{r.rss_connected_kib:,}" for r in results], ""),
         ("broker RSS joined (KiB)", [f"{r.rss_joined_kib:,}" for r in results], ""),
