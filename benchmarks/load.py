@@ -63,7 +63,7 @@ for 10,000 members the hard limit must be above ~10,100.
     .venv/bin/python benchmarks/load.py --protocol consumer --json /tmp/load.json
     .venv/bin/python benchmarks/load.py --members 2000 --duration 10 --tracemalloc /tmp/tm
 
-`--tracemalloc DIR` starts the broker through benchmarks/_tracemalloc_serve.py, takes a
+`--tracemalloc DIR` starts the broker through benchmarks/_instrumented_serve.py, takes a
 snapshot of its Python allocations before, connected and end, and prints the allocating lines
 that grew most, per member: connections (connected - before), members (end - connected).
 Tracemalloc sees Python's allocations only (not the allocator's free lists or fragmentation),
@@ -535,7 +535,7 @@ def generator_main(conn: multiprocessing.connection.Connection, out_dir: str, in
 # -- the run -----------------------------------------------------------------------------------
 
 class Snapshots:
-    """Tracemalloc snapshots of a broker run by benchmarks/_tracemalloc_serve.py (or none)."""
+    """Tracemalloc snapshots of a broker run by benchmarks/_instrumented_serve.py (or none)."""
 
     def __init__(self, directory: Path | None, pid: int) -> None:
         self.dir, self.pid, self.taken = directory, pid, 0
@@ -608,6 +608,8 @@ class RunResult:
     rss_end_kib: int
     broker_cpu: float
     generator_cpu: float
+    # the broker's full collections in the window (--gc-log): (second of the window, ms)
+    gc_full: list[tuple[int, float]] | None = None
     slow: int = 0  # heartbeats answered in TARGET_P99_MS or more
     slow_seconds: int = 0  # distinct seconds of the window they were sent in
     worst_seconds: list[tuple[int, int]] = field(default_factory=list)
@@ -620,6 +622,20 @@ class RunResult:
     @property
     def false_total(self) -> int:
         return sum(self.false_expiries.values())
+
+
+def read_gc_log(path: Path | None, start: float, end: float) -> list[tuple[int, float]] | None:
+    """Full collections of the broker between wall-clock times start and end (second of the
+    window, duration in ms), from benchmarks/_instrumented_serve.py's COTERIE_GC_LOG."""
+    if path is None:
+        return None
+    out = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            at, ms, _ = line.split()
+            if start <= float(at) <= end:
+                out.append((int(float(at) - start), float(ms)))
+    return out
 
 
 class Generators:
@@ -662,11 +678,16 @@ class Generators:
         return out
 
     def stop(self) -> None:
+        """Wait briefly for generators that were told to stop, then end the others
+        (SIGTERM, then SIGKILL): an error or Ctrl-C must leave no process behind."""
+        deadline = time.monotonic() + 2
         for p in self.procs:
-            p.join(5)
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
             if p.is_alive():
                 p.terminate()
-                p.join(5)
+        for p in self.procs:
+            p.join(5)
             if p.is_alive():
                 p.kill()
                 p.join()
@@ -685,7 +706,6 @@ def generators() -> Iterator[Generators]:
 
 def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
     groups = [f"load-{protocol}-{i}" for i in range(args.members // args.group_size)]
-    members = len(groups) * args.group_size
     overrides = {
         "group.consumer.heartbeat.interval.ms": str(int(args.interval * 1000)),
         # Kafka's minimum is 5 s by default; a 3 s interval needs it lowered too
@@ -693,111 +713,129 @@ def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
         "group.consumer.session.timeout.ms": str(args.session_ms),
         **dict(item.split("=", 1) for item in args.override),
     }
-    ctx = multiprocessing.get_context("fork")
     launcher: tuple[str, ...] = ("-m", "coterie")
+    instrumented = (str(Path(__file__).resolve().parent / "_instrumented_serve.py"),)
     snap_dir: Path | None = None
     if args.tracemalloc is not None:
-        launcher = (str(Path(__file__).resolve().parent / "_tracemalloc_serve.py"),)
+        launcher = instrumented
         snap_dir = args.tracemalloc / protocol
         snap_dir.mkdir(parents=True, exist_ok=True)
         os.environ["COTERIE_TRACEMALLOC_DIR"] = str(snap_dir)
-    with tempfile.TemporaryDirectory(prefix="coterie-load-") as tmp, \
-            run_broker_process("coterie", Path(tmp), overrides, launcher) as (bootstrap, broker), \
-            generators() as gens:
-        snaps = Snapshots(snap_dir, broker.pid)
-        port = int(bootstrap.rsplit(":", 1)[1])
-        create_topic(bootstrap, TOPIC, args.partitions)
-        time.sleep(1.0)
-        rss_before = rss_kib(broker.pid)
-        snaps.take("before")
-        procs = min(args.procs, len(groups))
-        slices = [groups[i::procs] for i in range(procs)]
-        gens.start(ctx, generator_main, [
-            (tmp, i, protocol, port, s, args.group_size, args.partitions, args.interval,
-             args.jitter, args.session_ms) for i, s in enumerate(slices)])
-        connected = 0
-        while connected < procs:
-            connected += sum(1 for _, msg in gens.receive(60) if msg[0] == "connected")
-        time.sleep(1.0)
-        rss_connected = rss_kib(broker.pid)
-        snaps.take("connected")
-        log(f"[{protocol}] {members} connections open; broker RSS {rss_before:,} -> "
-            f"{rss_connected:,} KiB")
-        started = time.monotonic()
-        gens.broadcast("join")
-        settled = [0] * procs
-        all_since: float | None = None
-        last_log = started
-        while True:
-            for i, msg in gens.receive(0.5):
-                if msg[0] == "settled":
-                    settled[i] = msg[1]
-            now = time.monotonic()
-            total = sum(settled)
-            if total == members:
-                all_since = all_since or now
-                if now - all_since >= args.interval:
-                    break
-            else:
-                all_since = None
-            if now - last_log >= 10:
-                last_log = now
-                log(f"[{protocol}] {total:,}/{members:,} members settled after "
-                    f"{now - started:.0f} s")
-            if now - started > args.join_timeout:
-                log(f"[{protocol}] only {total:,}/{members:,} settled after "
-                    f"{args.join_timeout:.0f} s; measuring anyway")
+    with tempfile.TemporaryDirectory(prefix="coterie-load-") as tmp:
+        gc_log: Path | None = None
+        if args.gc_log:
+            launcher = instrumented
+            gc_log = Path(tmp) / "gc.log"
+            os.environ["COTERIE_GC_LOG"] = str(gc_log)
+        with run_broker_process("coterie", Path(tmp), overrides, launcher) as (bootstrap,
+                                                                                broker), \
+                generators() as gens:
+            return measure(protocol, args, log, Path(tmp), groups, bootstrap, broker, gens,
+                           snap_dir, gc_log)
+
+
+def measure(protocol: str, args: argparse.Namespace, log: Any, tmp: Path, groups: list[str],
+            bootstrap: str, broker: Any, gens: Generators, snap_dir: Path | None,
+            gc_log: Path | None) -> RunResult:
+    """The phases of one run, on a started broker (see the module docstring)."""
+    members = len(groups) * args.group_size
+    ctx = multiprocessing.get_context("fork")
+    snaps = Snapshots(snap_dir, broker.pid)
+    port = int(bootstrap.rsplit(":", 1)[1])
+    create_topic(bootstrap, TOPIC, args.partitions)
+    time.sleep(1.0)
+    rss_before = rss_kib(broker.pid)
+    snaps.take("before")
+    procs = min(args.procs, len(groups))
+    slices = [groups[i::procs] for i in range(procs)]
+    gens.start(ctx, generator_main, [
+        (str(tmp), i, protocol, port, s, args.group_size, args.partitions, args.interval,
+         args.jitter, args.session_ms) for i, s in enumerate(slices)])
+    connected = 0
+    while connected < procs:
+        connected += sum(1 for _, msg in gens.receive(60) if msg[0] == "connected")
+    time.sleep(1.0)
+    rss_connected = rss_kib(broker.pid)
+    snaps.take("connected")
+    log(f"[{protocol}] {members} connections open; broker RSS {rss_before:,} -> "
+        f"{rss_connected:,} KiB")
+    started = time.monotonic()
+    gens.broadcast("join")
+    settled = [0] * procs
+    all_since: float | None = None
+    last_log = started
+    while True:
+        for i, msg in gens.receive(0.5):
+            if msg[0] == "settled":
+                settled[i] = msg[1]
+        now = time.monotonic()
+        total = sum(settled)
+        if total == members:
+            all_since = all_since or now
+            if now - all_since >= args.interval:
                 break
-        join_seconds = (all_since or time.monotonic()) - started
-        rss_joined = rss_kib(broker.pid)
-        log(f"[{protocol}] {sum(settled):,} members settled in {join_seconds:.1f} s; broker RSS "
-            f"{rss_joined:,} KiB; measuring {args.duration:.0f} s")
-        gens.broadcast("start")
-        w0, cpu0 = time.monotonic(), cpu_seconds(broker.pid)
-        while time.monotonic() - w0 < args.duration:
-            gens.receive(min(10.0, max(0.0, args.duration - (time.monotonic() - w0))))
-        window = time.monotonic() - w0
-        gens.broadcast("end")
-        broker_cpu = (cpu_seconds(broker.pid) - cpu0) / window
-        rss_end = rss_kib(broker.pid)
-        snaps.take("end")
-        gens.broadcast("stop")
-        results: dict[int, GenResult] = {}
-        while len(results) < procs:
-            for i, msg in gens.receive(60):
-                if msg[0] == "result":
-                    results[i] = msg[1]
-        lat, sent = array.array("d"), array.array("d")
-        for r in results.values():
-            with open(r.latencies_path, "rb") as f:
-                lat.frombytes(f.read())
-            with open(f"{r.latencies_path}.sent", "rb") as f:
-                sent.frombytes(f.read())
-        ordered = sorted(lat)
-        # when the slow heartbeats were sent: spread out, or bunched in a few stalls?
-        slow = Counter(int(t) for x, t in zip(lat, sent, strict=True)
-                       if x * 1000 >= TARGET_P99_MS)
-        false: Counter[str] = Counter()
-        other: Counter[str] = Counter()
-        for r in results.values():
-            false.update(r.false_expiries)
-            other.update(r.other_errors)
-        ms = [_percentile(ordered, q) * 1000 for q in (0.5, 0.99)] if ordered else [0.0, 0.0]
-        return RunResult(
-            protocol=protocol, members=members,
-            joined=sum(r.settled_at_start for r in results.values()),
-            join_seconds=join_seconds, window_seconds=window,
-            heartbeats=sum(r.heartbeats for r in results.values()),
-            false_expiries=dict(false), other_errors=dict(other),
-            late=sum(r.late for r in results.values()),
-            disconnects=sum(r.disconnects for r in results.values()),
-            p50_ms=ms[0], p99_ms=ms[1], max_ms=(ordered[-1] * 1000 if ordered else 0.0),
-            rss_before_kib=rss_before, rss_connected_kib=rss_connected,
-            rss_joined_kib=rss_joined, rss_end_kib=rss_end, broker_cpu=broker_cpu,
-            generator_cpu=sum(r.cpu_seconds for r in results.values()) / window,
-            slow=sum(slow.values()), slow_seconds=len(slow),
-            worst_seconds=slow.most_common(5),
-            snapshots={k: str(v) for k, v in snaps.paths.items()})
+        else:
+            all_since = None
+        if now - last_log >= 10:
+            last_log = now
+            log(f"[{protocol}] {total:,}/{members:,} members settled after "
+                f"{now - started:.0f} s")
+        if now - started > args.join_timeout:
+            log(f"[{protocol}] only {total:,}/{members:,} settled after "
+                f"{args.join_timeout:.0f} s; measuring anyway")
+            break
+    join_seconds = (all_since or time.monotonic()) - started
+    rss_joined = rss_kib(broker.pid)
+    log(f"[{protocol}] {sum(settled):,} members settled in {join_seconds:.1f} s; broker RSS "
+        f"{rss_joined:,} KiB; measuring {args.duration:.0f} s")
+    gens.broadcast("start")
+    w0, cpu0, wall0 = time.monotonic(), cpu_seconds(broker.pid), time.time()
+    while time.monotonic() - w0 < args.duration:
+        gens.receive(min(10.0, max(0.0, args.duration - (time.monotonic() - w0))))
+    window = time.monotonic() - w0
+    gens.broadcast("end")
+    wall1 = time.time()
+    broker_cpu = (cpu_seconds(broker.pid) - cpu0) / window
+    rss_end = rss_kib(broker.pid)
+    snaps.take("end")
+    gens.broadcast("stop")
+    results: dict[int, GenResult] = {}
+    while len(results) < procs:
+        for i, msg in gens.receive(60):
+            if msg[0] == "result":
+                results[i] = msg[1]
+    lat, sent = array.array("d"), array.array("d")
+    for r in results.values():
+        with open(r.latencies_path, "rb") as f:
+            lat.frombytes(f.read())
+        with open(f"{r.latencies_path}.sent", "rb") as f:
+            sent.frombytes(f.read())
+    ordered = sorted(lat)
+    # when the slow heartbeats were sent: spread out, or bunched in a few stalls?
+    slow = Counter(int(t) for x, t in zip(lat, sent, strict=True)
+                   if x * 1000 >= TARGET_P99_MS)
+    false: Counter[str] = Counter()
+    other: Counter[str] = Counter()
+    for r in results.values():
+        false.update(r.false_expiries)
+        other.update(r.other_errors)
+    ms = [_percentile(ordered, q) * 1000 for q in (0.5, 0.99)] if ordered else [0.0, 0.0]
+    return RunResult(
+        protocol=protocol, members=members,
+        joined=sum(r.settled_at_start for r in results.values()),
+        join_seconds=join_seconds, window_seconds=window,
+        heartbeats=sum(r.heartbeats for r in results.values()),
+        false_expiries=dict(false), other_errors=dict(other),
+        late=sum(r.late for r in results.values()),
+        disconnects=sum(r.disconnects for r in results.values()),
+        p50_ms=ms[0], p99_ms=ms[1], max_ms=(ordered[-1] * 1000 if ordered else 0.0),
+        rss_before_kib=rss_before, rss_connected_kib=rss_connected,
+        rss_joined_kib=rss_joined, rss_end_kib=rss_end, broker_cpu=broker_cpu,
+        generator_cpu=sum(r.cpu_seconds for r in results.values()) / window,
+        gc_full=read_gc_log(gc_log, wall0, wall1),
+        slow=sum(slow.values()), slow_seconds=len(slow),
+        worst_seconds=slow.most_common(5),
+        snapshots={k: str(v) for k, v in snaps.paths.items()})
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -828,6 +866,11 @@ def table(results: list[RunResult]) -> str:
          [f"{r.slow:,} in {r.slow_seconds} s (" + ", ".join(f"{t}: {n}"
                                                           for t, n in r.worst_seconds) + ")"
           for r in results], ""),
+        *([("broker full GCs in the window: count, max ms (longest: second: ms)",
+            [f"{len(r.gc_full or [])}, {max((ms for _, ms in r.gc_full or []), default=0):.0f}"
+             " (" + ", ".join(f"{t}: {ms:.0f}" for t, ms in
+                              sorted(r.gc_full or [], key=lambda x: -x[1])[:5]) + ")"
+             for r in results], "")] if any(r.gc_full is not None for r in results) else []),
         ("broker RSS before (KiB)", [f"{r.rss_before_kib:,}" for r in results], ""),
         ("broker RSS connected (KiB)", [f"{r.rss_connected_kib:,}" for r in results], ""),
         ("broker RSS joined (KiB)", [f"{r.rss_joined_kib:,}" for r in results], ""),
@@ -882,6 +925,9 @@ def main(argv: list[str] | None = None) -> int:
                              "connected, end) under DIR/<protocol> and print where the memory "
                              "per member went; slows the broker, so its latency and CPU "
                              "figures are not comparable")
+    parser.add_argument("--gc-log", action="store_true",
+                        help="log the broker's full garbage collections (through "
+                             "benchmarks/_instrumented_serve.py) and report those of the window")
     parser.add_argument("--top", type=int, default=25, help="lines per tracemalloc table")
     args = parser.parse_args(argv)
     if args.members < args.group_size:
