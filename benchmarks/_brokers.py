@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -100,6 +100,19 @@ def run_broker(kind: str, workdir: Path,
     bootstrap address. `overrides` are Kafka broker properties given to either broker.
     The broker's output goes to <workdir>/<kind>.log. With `profile`, coterie runs under
     cProfile, which writes its figures there when the broker stops."""
+    launcher = ("-m", "cProfile", "-o", str(profile), "-m", "coterie") if profile else (
+        "-m", "coterie")
+    with run_broker_process(kind, workdir, overrides, launcher) as (bootstrap, _):
+        yield bootstrap
+
+
+@contextlib.contextmanager
+def run_broker_process(kind: str, workdir: Path, overrides: Mapping[str, str] | None = None,
+                       launcher: Sequence[str] = ("-m", "coterie"),
+                       ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """As run_broker, but yields (bootstrap address, broker process), for benchmarks that
+    watch the process (its RSS, its CPU time). For coterie, `launcher` is what follows the
+    interpreter in the command (another script that runs the coterie command line, say)."""
     if kind not in KINDS:
         raise ValueError(f"unknown broker kind {kind!r}")
     port = free_port()
@@ -108,8 +121,7 @@ def run_broker(kind: str, workdir: Path,
     overrides = dict(overrides or {})
     if kind == "coterie":
         data_dir.mkdir(parents=True)
-        cmd = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []),
-               "-m", "coterie", "serve", "--host", HOST, "--port", str(port),
+        cmd = [sys.executable, *launcher, "serve", "--host", HOST, "--port", str(port),
                "--data-dir", str(data_dir)]
         for key, value in overrides.items():
             cmd += ["--override", f"{key}={value}"]
@@ -126,7 +138,7 @@ def run_broker(kind: str, workdir: Path,
     try:
         # coterie is ready once it listens (as in tests/fixtures/coterie_broker.py)
         wait_until_serving(bootstrap, proc, log_path, metadata_probe=kind == "kafka")
-        yield bootstrap
+        yield bootstrap, proc
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -149,3 +161,17 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
             return
         time.sleep(0.1)
     raise RuntimeError(f"topic {name} did not become ready")
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of a process (VmRSS of /proc/<pid>/status), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
