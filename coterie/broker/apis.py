@@ -19,6 +19,7 @@ from typing import Any
 from coterie.broker.handlers import (
     api_versions,
     client_assignment,
+    configs,
     consumer_groups,
     fetch,
     groups,
@@ -75,6 +76,7 @@ APIS: dict[int, Api] = {
         Api(25, "AddOffsetsToTxn", 0, 4, transactions.add_offsets_to_txn),
         Api(26, "EndTxn", 0, 5, transactions.end_txn),
         Api(28, "TxnOffsetCommit", 0, 5, offset_commit.txn_offset_commit),
+        Api(32, "DescribeConfigs", 1, 4, configs.describe_configs),
         Api(37, "CreatePartitions", 0, 3, topics.create_partitions),
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups),
         Api(47, "OffsetDelete", 0, 0, offset_commit.offset_delete),

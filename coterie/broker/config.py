@@ -92,18 +92,24 @@ class BrokerConfig:
     port: int = 9092
     data_dir: Path = Path("./data")
     props: dict[str, str] = field(default_factory=dict)
+    # The properties set in the file or on the command line (not coterie's defaults): what
+    # DescribeConfigs reports as STATIC_BROKER_CONFIG.
+    explicit: frozenset[str] = frozenset()
 
     @classmethod
     def load(cls, host: str, port: int, data_dir: Path, config_file: Path | None = None,
              overrides: Mapping[str, str] | None = None) -> BrokerConfig:
         props = dict(DEFAULTS)
+        given: dict[str, str] = {}
         if config_file is not None:
             try:
-                props.update(parse_properties(config_file.read_text()))
+                given.update(parse_properties(config_file.read_text()))
             except OSError as e:
                 raise ConfigError(f"cannot read config file {config_file}: {e.strerror}") from e
-        props.update(overrides or {})
-        cfg = cls(host=host, port=port, data_dir=data_dir, props=props)
+        given.update(overrides or {})
+        props.update(given)
+        cfg = cls(host=host, port=port, data_dir=data_dir, props=props,
+                  explicit=frozenset(given))
         cfg.validate()
         return cfg
 

@@ -271,3 +271,110 @@ class LogConfig:
             "cleanup.policy": self.cleanup_policy,
             "message.timestamp.type": self.message_timestamp_type,
         }
+
+
+# -- DescribeConfigs --------------------------------------------------------------------------
+# Kafka's config types (DescribeConfigs v3+ ConfigType).
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(1, 10)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    """How Kafka 4.2 describes one topic config: its type, its default, and the broker
+    property that is its primary synonym (the one Kafka lists, when it has a value)."""
+
+    type: int
+    default: str
+    broker_synonym: str | None
+
+
+_L = str(LONG_MAX)
+# The topic configs Kafka 4.2 describes, every one (its DescribeConfigs answer for a topic).
+TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
+    "cleanup.policy": TopicConfigDef(LIST, "delete", "log.cleanup.policy"),
+    "compression.gzip.level": TopicConfigDef(INT, "-1", "compression.gzip.level"),
+    "compression.lz4.level": TopicConfigDef(INT, "9", "compression.lz4.level"),
+    "compression.type": TopicConfigDef(STRING, "producer", "compression.type"),
+    "compression.zstd.level": TopicConfigDef(INT, "3", "compression.zstd.level"),
+    "delete.retention.ms": TopicConfigDef(LONG, "86400000", "log.cleaner.delete.retention.ms"),
+    "file.delete.delay.ms": TopicConfigDef(LONG, "60000", "log.segment.delete.delay.ms"),
+    "flush.messages": TopicConfigDef(LONG, _L, "log.flush.interval.messages"),
+    "flush.ms": TopicConfigDef(LONG, _L, "log.flush.interval.ms"),
+    "follower.replication.throttled.replicas": TopicConfigDef(LIST, "", None),
+    "index.interval.bytes": TopicConfigDef(INT, "4096", "log.index.interval.bytes"),
+    "leader.replication.throttled.replicas": TopicConfigDef(LIST, "", None),
+    "local.retention.bytes": TopicConfigDef(LONG, "-2", "log.local.retention.bytes"),
+    "local.retention.ms": TopicConfigDef(LONG, "-2", "log.local.retention.ms"),
+    "max.compaction.lag.ms": TopicConfigDef(LONG, _L, "log.cleaner.max.compaction.lag.ms"),
+    "max.message.bytes": TopicConfigDef(INT, "1048588", "message.max.bytes"),
+    "message.timestamp.after.max.ms": TopicConfigDef(
+        LONG, "3600000", "log.message.timestamp.after.max.ms"),
+    "message.timestamp.before.max.ms": TopicConfigDef(
+        LONG, _L, "log.message.timestamp.before.max.ms"),
+    "message.timestamp.type": TopicConfigDef(STRING, "CreateTime", "log.message.timestamp.type"),
+    "min.cleanable.dirty.ratio": TopicConfigDef(DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio"),
+    "min.compaction.lag.ms": TopicConfigDef(LONG, "0", "log.cleaner.min.compaction.lag.ms"),
+    "min.insync.replicas": TopicConfigDef(INT, "1", "min.insync.replicas"),
+    "preallocate": TopicConfigDef(BOOLEAN, "false", "log.preallocate"),
+    "remote.log.copy.disable": TopicConfigDef(BOOLEAN, "false", None),
+    "remote.log.delete.on.disable": TopicConfigDef(BOOLEAN, "false", None),
+    "remote.storage.enable": TopicConfigDef(BOOLEAN, "false", None),
+    "retention.bytes": TopicConfigDef(LONG, "-1", "log.retention.bytes"),
+    "retention.ms": TopicConfigDef(LONG, str(7 * _DAY_MS), "log.retention.ms"),
+    "segment.bytes": TopicConfigDef(INT, str(1024 * 1024 * 1024), "log.segment.bytes"),
+    "segment.index.bytes": TopicConfigDef(INT, str(10 * 1024 * 1024), "log.index.size.max.bytes"),
+    "segment.jitter.ms": TopicConfigDef(LONG, "0", "log.roll.jitter.ms"),
+    "segment.ms": TopicConfigDef(LONG, str(7 * _DAY_MS), "log.roll.ms"),
+    "unclean.leader.election.enable": TopicConfigDef(
+        BOOLEAN, "false", "unclean.leader.election.enable"),
+}
+# Broker properties whose Kafka default is null: they are synonyms only when set.
+_NO_DEFAULT = frozenset({"log.flush.interval.ms", "log.retention.ms", "log.roll.ms",
+                         "log.roll.jitter.ms"})
+TOPIC_CONFIG_SOURCE, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConfig:
+    """One config as DescribeConfigs answers it (synonyms: name, value, source)."""
+
+    name: str
+    value: str | None
+    source: int
+    type: int
+    synonyms: tuple[tuple[str, str | None, int], ...]
+    read_only: bool = False
+    sensitive: bool = False
+
+
+def describe_topic_configs(broker_props: Mapping[str, str],
+                           topic_configs: Mapping[str, str]) -> list[DescribedConfig]:
+    """Every topic config as Kafka 4.2 describes it for a topic with `topic_configs` on a
+    broker with `broker_props` (the properties set in its file or on its command line).
+    The value is what the log acts on, resolved through every broker synonym (so
+    `log.retention.hours` shows in retention.ms); the source and synonyms name only the
+    topic's own setting and the primary broker synonym, as Kafka's do."""
+    try:
+        resolved = LogConfig.from_properties(broker_props, topic_configs).topic_config_values()
+    except InvalidConfigError:
+        resolved = {}
+    out = []
+    for name, d in TOPIC_CONFIG_DEFS.items():
+        synonyms: list[tuple[str, str | None, int]] = []
+        own = topic_configs.get(name)
+        if own is not None:
+            synonyms.append((name, own, TOPIC_CONFIG_SOURCE))
+        broker = d.broker_synonym
+        set_on_broker = None if broker is None else broker_props.get(broker)
+        if broker is not None and set_on_broker is not None:
+            synonyms.append((broker, set_on_broker, STATIC_BROKER_CONFIG))
+        if broker is not None and broker not in _NO_DEFAULT:
+            synonyms.append((broker, d.default, DEFAULT_CONFIG))
+        if own is not None:
+            value, source = own, TOPIC_CONFIG_SOURCE
+        elif set_on_broker is not None:
+            value, source = set_on_broker, STATIC_BROKER_CONFIG
+        else:
+            value, source = resolved.get(name, d.default), DEFAULT_CONFIG
+        out.append(DescribedConfig(name, value, source, d.type, tuple(synonyms)))
+    return out

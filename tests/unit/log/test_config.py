@@ -82,3 +82,23 @@ def test_legal_topic_names(name):
 @pytest.mark.parametrize("name", ["", ".", "..", "x" * 250, "a/b", "a b", "ü", "../etc"])
 def test_illegal_topic_names(name):
     assert validate_topic_name(name) is not None
+
+
+def test_described_topic_configs_name_their_source_and_primary_synonym():
+    from coterie.log.config import TOPIC_CONFIG_DEFS, describe_topic_configs
+
+    described = {d.name: d for d in describe_topic_configs(
+        {"log.segment.bytes": "5000", "log.retention.minutes": "2"},
+        {"cleanup.policy": "compact"})}
+    assert set(described) == set(TOPIC_CONFIG_DEFS)
+    policy = described["cleanup.policy"]
+    assert (policy.value, policy.source) == ("compact", 1)
+    assert policy.synonyms == (("cleanup.policy", "compact", 1),
+                               ("log.cleanup.policy", "delete", 5))
+    segment = described["segment.bytes"]
+    assert (segment.value, segment.source) == ("5000", 4)
+    assert segment.synonyms == (("log.segment.bytes", "5000", 4),
+                                ("log.segment.bytes", "1073741824", 5))
+    # Reached through another unit: the value, but no synonym and the default's source.
+    retention = described["retention.ms"]
+    assert (retention.value, retention.source, retention.synonyms) == ("120000", 5, ())

@@ -1,0 +1,168 @@
+"""DescribeConfigs for topics and the broker (issue 14, first part), as Kafka 4.2 answers.
+
+The scenario runs against any broker started with `log.segment.bytes=5000000` and
+`log.retention.hours=100` (`SETTINGS`); tests/reference runs it against Apache Kafka 4.2.1,
+where it passes as written. It checks the answer request by request (kio, version 4, with
+synonyms): every topic config Kafka lists; a topic's own setting (source TOPIC_CONFIG, with its
+synonym first and the broker default after); a broker setting that is the primary synonym
+(STATIC_BROKER_CONFIG, both synonyms); a broker setting reached only through another unit
+(`log.retention.hours` shows in retention.ms as a DEFAULT_CONFIG value without synonyms, as
+Kafka shows it); types, read-only and sensitive flags; the key filter; an unknown topic; the
+broker resource and the empty (cluster default) one. Then confluent-kafka's AdminClient and
+Kafka's own kafka-topics --describe read the same configs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
+from kio.schema.describe_configs.v4.request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from kio.schema.errors import ErrorCode
+
+from tests.fixtures.reference_broker import load_reference_kafka, reference_tools_missing
+from tests.kafka_raw import RawConnection
+
+SETTINGS = {"log.segment.bytes": "5000000", "log.retention.hours": "100"}
+TOPIC, BROKER = 2, 4
+TOPIC_SOURCE, STATIC, DEFAULT = 1, 4, 5
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+LONG_MAX = str(2**63 - 1)
+# Every topic config Kafka 4.2.1 describes, with its type.
+TYPES = {
+    "cleanup.policy": LIST, "compression.gzip.level": INT, "compression.lz4.level": INT,
+    "compression.type": STRING, "compression.zstd.level": INT, "delete.retention.ms": LONG,
+    "file.delete.delay.ms": LONG, "flush.messages": LONG, "flush.ms": LONG,
+    "follower.replication.throttled.replicas": LIST, "index.interval.bytes": INT,
+    "leader.replication.throttled.replicas": LIST, "local.retention.bytes": LONG,
+    "local.retention.ms": LONG, "max.compaction.lag.ms": LONG, "max.message.bytes": INT,
+    "message.timestamp.after.max.ms": LONG, "message.timestamp.before.max.ms": LONG,
+    "message.timestamp.type": STRING, "min.cleanable.dirty.ratio": DOUBLE,
+    "min.compaction.lag.ms": LONG, "min.insync.replicas": INT, "preallocate": BOOLEAN,
+    "remote.log.copy.disable": BOOLEAN, "remote.log.delete.on.disable": BOOLEAN,
+    "remote.storage.enable": BOOLEAN, "retention.bytes": LONG, "retention.ms": LONG,
+    "segment.bytes": INT, "segment.index.bytes": INT, "segment.jitter.ms": LONG,
+    "segment.ms": LONG, "unclean.leader.election.enable": BOOLEAN,
+}
+
+
+def _describe(conn: RawConnection, kind: int, name: str,
+              keys: tuple[str, ...] | None = None) -> Any:
+    answer = conn.request(DescribeConfigsRequest(resources=(DescribeConfigsResource(
+        resource_type=kind, resource_name=name, configuration_keys=keys),),
+        include_synonyms=True, include_documentation=False))
+    (result,) = answer.results
+    return result
+
+
+def _by_name(result: Any) -> dict[str, tuple]:
+    return {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in result.configs}
+
+
+def scenario(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([
+        NewTopic("plain", 1, 1),
+        NewTopic("tuned", 1, 1, config={"retention.ms": "1000", "cleanup.policy": "compact",
+                                        "segment.ms": "50000"})])
+    for f in futures.values():
+        f.result(30)
+    host, port = bootstrap.rsplit(":", 1)
+    with RawConnection(host, int(port)) as conn:
+        plain, tuned = _describe(conn, TOPIC, "plain"), _describe(conn, TOPIC, "tuned")
+        for result in (plain, tuned):
+            assert result.error_code == ErrorCode.none
+            assert {c.name: c.config_type for c in result.configs} == TYPES
+            assert not any(c.read_only or c.is_sensitive for c in result.configs)
+        p, t = _by_name(plain), _by_name(tuned)
+        # The topic's own settings: their synonym first, the broker default after.
+        assert t["cleanup.policy"] == ("compact", TOPIC_SOURCE, [
+            ("cleanup.policy", "compact", TOPIC_SOURCE),
+            ("log.cleanup.policy", "delete", DEFAULT)])
+        assert t["retention.ms"] == ("1000", TOPIC_SOURCE, [("retention.ms", "1000", TOPIC_SOURCE)])
+        assert t["segment.ms"] == ("50000", TOPIC_SOURCE, [("segment.ms", "50000", TOPIC_SOURCE)])
+        # A broker setting that is the primary synonym.
+        for answer in (p, t):
+            assert answer["segment.bytes"] == ("5000000", STATIC, [
+                ("log.segment.bytes", "5000000", STATIC),
+                ("log.segment.bytes", "1073741824", DEFAULT)])
+        # log.retention.hours reaches retention.ms, but is not its primary synonym.
+        assert p["retention.ms"] == (str(100 * 3600 * 1000), DEFAULT, [])
+        assert p["cleanup.policy"] == ("delete", DEFAULT, [("log.cleanup.policy", "delete",
+                                                            DEFAULT)])
+        assert p["max.message.bytes"] == ("1048588", DEFAULT, [("message.max.bytes", "1048588",
+                                                                DEFAULT)])
+        assert p["flush.ms"] == (LONG_MAX, DEFAULT, [])
+        assert p["segment.ms"] == ("604800000", DEFAULT, [])
+        assert p["compression.type"] == ("producer", DEFAULT, [("compression.type", "producer",
+                                                                DEFAULT)])
+        # Only the asked keys (an unknown one is left out).
+        some = _describe(conn, TOPIC, "tuned", ("retention.ms", "no.such.config"))
+        assert [c.name for c in some.configs] == ["retention.ms"]
+        missing = _describe(conn, TOPIC, "no-such-topic")
+        assert missing.error_code == ErrorCode.unknown_topic_or_partition
+        assert missing.configs == ()
+        # The broker: its settings as set, read-only where they cannot change at run time.
+        broker = _describe(conn, BROKER, "1", ("log.retention.hours", "log.segment.bytes"))
+        assert broker.error_code == ErrorCode.none
+        b = _by_name(broker)
+        assert b["log.retention.hours"][:2] == ("100", STATIC)
+        assert b["log.segment.bytes"][:2] == ("5000000", STATIC)
+        assert {c.name: c.read_only for c in broker.configs}["log.retention.hours"]
+        everything = _describe(conn, BROKER, "1")
+        assert len(everything.configs) > 10
+        assert _by_name(everything)["num.partitions"][0] == "1"
+        # The cluster-wide dynamic defaults: none set on coterie; Kafka's storage format
+        # sets min.insync.replicas there (KIP-966).
+        cluster = _describe(conn, BROKER, "")
+        assert cluster.error_code == ErrorCode.none
+        assert {c.name for c in cluster.configs} <= {"min.insync.replicas"}
+    # A real admin client reads the same.
+    (future,) = admin.describe_configs([ConfigResource("topic", "tuned")]).values()
+    entries = future.result(30)
+    assert entries["retention.ms"].value == "1000"
+    assert entries["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert entries["segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+
+def test_describe_configs(coterie_factory):
+    broker = coterie_factory(config=SETTINGS)
+    scenario(broker.bootstrap)
+
+
+def test_describe_configs_of_the_broker_resource_name_must_be_this_broker(coterie):
+    with RawConnection(coterie.host, coterie.port) as conn:
+        other = _describe(conn, BROKER, "7")
+        assert other.error_code == ErrorCode.invalid_request
+        loggers = _describe(conn, 8, "1")
+        assert loggers.error_code == ErrorCode.invalid_request
+        assert "broker loggers" in (loggers.error_message or "")
+
+
+def test_kafka_topics_describe_prints_the_topic_configs(coterie_factory, tmp_path):
+    """Kafka 4.2.1's kafka-topics --describe (it failed with "The node does not support
+    DESCRIBE_CONFIGS"): the topic's own configs in its Configs column."""
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip("kafka-topics needs java and mvn on PATH: missing " + ", ".join(missing))
+    lib = load_reference_kafka().fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    broker = coterie_factory(config=SETTINGS)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("described", 2, 1, config={"retention.ms": "1000"})])[
+        "described"].result(30)
+    done = subprocess.run(
+        ["java", "-Xmx256m", "-cp", f"{lib}/*", "org.apache.kafka.tools.TopicCommand",
+         "--bootstrap-server", broker.bootstrap, "--describe", "--topic", "described"],
+        capture_output=True, timeout=120)
+    out = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    assert "PartitionCount: 2" in out, out
+    assert "retention.ms=1000" in out, out
+    assert "segment.bytes=5000000" in out, out
