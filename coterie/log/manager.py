@@ -285,6 +285,16 @@ class LogManager:
         self._register(updated)
         return updated
 
+    def check_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Raise what `alter_topic_configs(name, configs)` would raise, changing nothing
+        (AlterConfigs with validate_only)."""
+        if name not in self._topics:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        problem = validate_topic_configs(configs)
+        if problem is not None:
+            raise InvalidConfigError(problem)
+        self._log_config(configs)
+
     def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         """Replace a topic's configs (the whole set) and apply them to its partitions."""
         info = self._topics.get(name)

@@ -1,4 +1,5 @@
-"""DescribeConfigs for topics and the broker (issue 14, first part), as Kafka 4.2 answers.
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics and the broker
+(issue 14, first part), as Kafka 4.2 answers.
 
 The scenario runs against any broker started with `log.segment.bytes=5000000` and
 `log.retention.hours=100` (`SETTINGS`); tests/reference runs it against Apache Kafka 4.2.1,
@@ -10,6 +11,13 @@ synonym first and the broker default after); a broker setting that is the primar
 Kafka shows it); types, read-only and sensitive flags; the key filter; an unknown topic; the
 broker resource and the empty (cluster default) one. Then confluent-kafka's AdminClient and
 Kafka's own kafka-topics --describe read the same configs.
+
+`alter_scenario` changes a topic's configs with confluent-kafka's AdminClient (set, append to
+and subtract from a list, delete) and with the legacy AlterConfigs (the whole set replaced);
+the new max.message.bytes refuses a larger record at once; validate_only changes nothing; an
+unknown name, an unusable value, an append to a non-list setting, a name given twice, an
+unknown topic and a broker resource are refused with Kafka's codes. On coterie the changes
+survive a kill -9, and Kafka's kafka-configs tool alters and describes them.
 """
 
 from __future__ import annotations
@@ -19,12 +27,28 @@ import sys
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
+from kio.schema.alter_configs.v2.request import AlterableConfig as LegacyConfig
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest
+from kio.schema.alter_configs.v2.request import AlterConfigsResource as LegacyResource
 from kio.schema.describe_configs.v4.request import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
 )
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 
 from tests.fixtures.reference_broker import load_reference_kafka, reference_tools_missing
 from tests.kafka_raw import RawConnection
@@ -166,3 +190,112 @@ def test_kafka_topics_describe_prints_the_topic_configs(coterie_factory, tmp_pat
     assert "PartitionCount: 2" in out, out
     assert "retention.ms=1000" in out, out
     assert "segment.bytes=5000000" in out, out
+
+
+def _alter(admin: AdminClient, topic: str, *ops: tuple[str, str | None, AlterConfigOpType],
+           validate_only: bool = False) -> None:
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=op) for name, value, op in ops])
+    (future,) = admin.incremental_alter_configs([resource],
+                                                validate_only=validate_only).values()
+    future.result(30)
+
+
+def _raw_alter(conn: RawConnection, kind: int, name: str,
+               *ops: tuple[str, str | None, int]) -> Any:
+    answer = conn.request(IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+        resource_type=kind, resource_name=name, configs=tuple(
+            AlterableConfig(name=k, config_operation=op, value=v) for k, v, op in ops)),),
+        validate_only=False))
+    (result,) = answer.responses
+    return result
+
+
+def alter_scenario(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("altered", 1, 1)])["altered"].result(30)
+    host, port = bootstrap.rsplit(":", 1)
+    set_, append, subtract, delete = (AlterConfigOpType.SET, AlterConfigOpType.APPEND,
+                                      AlterConfigOpType.SUBTRACT, AlterConfigOpType.DELETE)
+    _alter(admin, "altered", ("retention.ms", "5000", set_),
+           ("cleanup.policy", "compact", append), ("max.message.bytes", "2000", set_))
+    with RawConnection(host, int(port)) as conn:
+        now = _by_name(_describe(conn, TOPIC, "altered"))
+        assert now["retention.ms"][:2] == ("5000", TOPIC_SOURCE)
+        assert now["cleanup.policy"][:2] == ("delete,compact", TOPIC_SOURCE)
+        assert now["max.message.bytes"][:2] == ("2000", TOPIC_SOURCE)
+    # The new limit holds at once.
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer.produce("altered", b"x" * 5000,
+                     on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    assert [e.code() for e in errors] == [KafkaError.MSG_SIZE_TOO_LARGE], errors
+    _alter(admin, "altered", ("cleanup.policy", "compact", subtract),
+           ("max.message.bytes", None, delete))
+    _alter(admin, "altered", ("retention.ms", "1", set_), validate_only=True)
+    with RawConnection(host, int(port)) as conn:
+        now = _by_name(_describe(conn, TOPIC, "altered"))
+        assert now["cleanup.policy"][:2] == ("delete", TOPIC_SOURCE)
+        assert now["max.message.bytes"][:2] == ("1048588", DEFAULT)
+        assert now["retention.ms"][:2] == ("5000", TOPIC_SOURCE)  # validate_only: unchanged
+        # Refused, nothing changed.
+        unknown = _raw_alter(conn, TOPIC, "altered", ("no.such.config", "1", 0))
+        assert unknown.error_code == ErrorCode.invalid_config
+        assert "no.such.config" in (unknown.error_message or "")
+        assert _raw_alter(conn, TOPIC, "altered", ("retention.ms", "soon", 0)).error_code == (
+            ErrorCode.invalid_config)
+        assert _raw_alter(conn, TOPIC, "altered", ("retention.ms", "9", 2)).error_code == (
+            ErrorCode.invalid_config)
+        assert _raw_alter(conn, TOPIC, "altered", ("retention.ms", "9", 0),
+                          ("retention.ms", "8", 0)).error_code == ErrorCode.invalid_request
+        assert _raw_alter(conn, TOPIC, "no-such-topic", ("retention.ms", "9", 0)).error_code == (
+            ErrorCode.unknown_topic_or_partition)
+        assert _by_name(_describe(conn, TOPIC, "altered"))["retention.ms"][0] == "5000"
+        # The legacy AlterConfigs replaces the whole set.
+        legacy = conn.request(AlterConfigsRequest(resources=(LegacyResource(
+            resource_type=TOPIC, resource_name="altered", configs=(
+                LegacyConfig(name="segment.ms", value="60000"),)),), validate_only=False))
+        assert legacy.responses[0].error_code == ErrorCode.none
+        now = _by_name(_describe(conn, TOPIC, "altered"))
+        assert now["segment.ms"][:2] == ("60000", TOPIC_SOURCE)
+        assert now["retention.ms"][1] != TOPIC_SOURCE
+        assert now["cleanup.policy"][:2] == ("delete", DEFAULT)
+
+
+def test_alter_configs(coterie_factory):
+    broker = coterie_factory(config=SETTINGS)
+    alter_scenario(broker.bootstrap)
+    broker.kill9()
+    broker.restart_after_kill9()
+    with RawConnection(broker.host, broker.port) as conn:
+        now = _by_name(_describe(conn, TOPIC, "altered"))
+        assert now["segment.ms"][:2] == ("60000", TOPIC_SOURCE)  # durable
+        refused = _raw_alter(conn, BROKER, "1", ("log.retention.hours", "1", 0))
+        assert refused.error_code == ErrorCode.invalid_request
+        assert "broker configs" in (refused.error_message or "")
+
+
+def test_kafka_configs_alters_and_describes_a_topic(coterie, tmp_path):
+    """Kafka 4.2.1's kafka-configs: --alter --add-config, then --describe."""
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip("kafka-configs needs java and mvn on PATH: missing " + ", ".join(missing))
+    lib = load_reference_kafka().fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    admin = AdminClient({"bootstrap.servers": coterie.bootstrap})
+    admin.create_topics([NewTopic("configured", 1, 1)])["configured"].result(30)
+
+    def tool(*args: str) -> str:
+        done = subprocess.run(
+            ["java", "-Xmx256m", "-cp", f"{lib}/*", "kafka.admin.ConfigCommand",
+             "--bootstrap-server", coterie.bootstrap, "--entity-type", "topics",
+             "--entity-name", "configured", *args], capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+        return done.stdout.decode(errors="replace")
+
+    tool("--alter", "--add-config", "retention.ms=7000,cleanup.policy=[delete,compact]")
+    described = tool("--describe")
+    assert "retention.ms=7000" in described, described
+    assert "cleanup.policy=delete,compact" in described, described
+    tool("--alter", "--delete-config", "retention.ms")
+    assert "retention.ms=7000" not in tool("--describe")

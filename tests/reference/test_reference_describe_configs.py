@@ -23,3 +23,15 @@ def test_describe_configs(tmp_path):
         scenarios.scenario(broker.bootstrap)
     finally:
         broker.stop()
+
+
+def test_alter_configs(tmp_path):
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip(f"reference broker needs java and mvn on PATH: missing {', '.join(missing)}")
+    broker = ReferenceBroker(tmp_path / "data", config=scenarios.SETTINGS)
+    broker.start()
+    try:
+        scenarios.alter_scenario(broker.bootstrap)
+    finally:
+        broker.stop()

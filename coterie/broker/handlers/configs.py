@@ -1,4 +1,5 @@
-"""DescribeConfigs v1-v4: topic and broker configs as Kafka 4.2 describes them.
+"""DescribeConfigs v1-v4, IncrementalAlterConfigs v0-v1 and AlterConfigs v0-v2: topic and
+broker configs as Kafka 4.2 describes and changes them.
 
 A topic's answer lists every topic config Kafka 4.2 lists (coterie.log.config
 `TOPIC_CONFIG_DEFS`), with the value the log acts on, the source (the topic's own setting,
@@ -10,6 +11,15 @@ Resource name "" of a broker is the cluster-wide dynamic default, of which coter
 (an empty list, as Kafka answers when none is set). Broker loggers and group configs are not
 described yet: INVALID_REQUEST with a message that says so. Documentation strings are not
 given (null), even when asked.
+
+A topic's configs change as Kafka changes them: IncrementalAlterConfigs sets, deletes,
+appends to or subtracts from single settings (append and subtract only for list settings,
+starting from the default when the topic has no setting of its own); the legacy AlterConfigs
+replaces the topic's whole set. Every change is checked first (unknown names and unusable
+values are INVALID_CONFIG with Kafka's message; a name twice in one resource is
+INVALID_REQUEST), then written durably with the topic's metadata and applied to its
+partitions at once (retention, segment size and roll time, message size, cleanup policy);
+`validate_only` checks and changes nothing. Broker configs cannot be changed at run time yet.
 """
 
 from __future__ import annotations
@@ -25,12 +35,15 @@ from coterie.log.config import (
     BOOLEAN,
     DEFAULT_CONFIG,
     INT,
+    LIST,
     LONG,
     STATIC_BROKER_CONFIG,
     STRING,
+    TOPIC_CONFIG_DEFS,
     DescribedConfig,
     describe_topic_configs,
 )
+from coterie.log.errors import InvalidConfigError, StorageError, UnknownTopicError
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 
@@ -117,3 +130,117 @@ def _type_of(value: str) -> int:
 
 def _sensitive(name: str) -> bool:
     return "password" in name or name.endswith(".secret") or "jaas" in name
+
+
+# -- changing configs -------------------------------------------------------------------------
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+    return _alter(ctx, request, incremental=True)
+
+
+def alter_configs(ctx: RequestContext, request: Any) -> Any:
+    return _alter(ctx, request, incremental=False)
+
+
+def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
+    seen: dict[tuple[int, str], int] = {}
+    for r in request.resources:
+        key = (r.resource_type, r.resource_name)
+        seen[key] = seen.get(key, 0) + 1
+    answers = []
+    for r in request.resources:
+        answer = {"resource_type": r.resource_type, "resource_name": r.resource_name,
+                  "error_code": ErrorCode.none, "error_message": None}
+        try:
+            if seen[(r.resource_type, r.resource_name)] > 1:
+                raise _Refused(ErrorCode.invalid_request,
+                               f"Duplicate resource {r.resource_name!r} in the request")
+            _alter_one(ctx, r, incremental, bool(request.validate_only))
+        except _Refused as refused:
+            answer.update(error_code=refused.code, error_message=refused.message)
+        answers.append(answer)
+    return ctx.respond({"responses": answers})
+
+
+def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
+               validate_only: bool) -> None:
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == BROKER:
+        raise _Refused(ErrorCode.invalid_request,
+                       "coterie cannot change broker configs at run time yet; set them in the "
+                       "broker's properties file and restart it")
+    if kind != TOPIC:
+        what = {BROKER_LOGGER: "broker loggers", GROUP: "group configs"}.get(
+            kind, f"resource type {kind}")
+        raise _Refused(ErrorCode.invalid_request, f"coterie does not change {what} yet")
+    logs = ctx.services.logs
+    info = logs.topics.get(name)
+    if info is None:
+        raise _Refused(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise _Refused(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    if incremental:
+        configs = _apply_ops(dict(info.configs), resource.configs)
+    else:
+        configs = {}
+        for c in resource.configs:
+            if c.value is None:
+                raise _Refused(ErrorCode.invalid_config,
+                               f"Null value not supported for topic config '{c.name}'")
+            configs[c.name] = c.value
+    try:
+        if validate_only:
+            logs.check_topic_configs(name, configs)
+        else:
+            logs.alter_topic_configs(name, configs)
+    except UnknownTopicError as e:
+        raise _Refused(ErrorCode.unknown_topic_or_partition, str(e)) from e
+    except InvalidConfigError as e:
+        raise _Refused(ErrorCode.invalid_config, str(e)) from e
+    except (StorageError, OSError) as e:
+        raise _Refused(ErrorCode.kafka_storage_error,
+                       f"cannot write the configs of topic '{name}': {e}") from e
+
+
+def _apply_ops(configs: dict[str, str], ops: Any) -> dict[str, str]:
+    """The topic's settings after IncrementalAlterConfigs' operations, in order."""
+    for op in ops:
+        key, code, value = op.name, op.config_operation, op.value
+        if code == DELETE:
+            configs.pop(key, None)
+            continue
+        if code not in (SET, APPEND, SUBTRACT):
+            raise _Refused(ErrorCode.invalid_request,
+                           f"Unknown config operation {code} for {key}")
+        if value is None:
+            raise _Refused(ErrorCode.invalid_config,
+                           f"Null value not supported for topic config '{key}'")
+        if code == SET:
+            configs[key] = value
+            continue
+        definition = TOPIC_CONFIG_DEFS.get(key)
+        if definition is None:
+            raise _Refused(ErrorCode.invalid_config, f"Unknown topic config name: {key}")
+        if definition.type != LIST:
+            verb = "append" if code == APPEND else "subtract"
+            raise _Refused(ErrorCode.invalid_config,
+                           f"Config value {verb} is not allowed for config key: {key}")
+        current = configs.get(key, definition.default)
+        items = [v.strip() for v in current.split(",") if v.strip()]
+        given = [v.strip() for v in value.split(",") if v.strip()]
+        if code == APPEND:
+            items += [v for v in given if v not in items]
+        else:
+            items = [v for v in items if v not in given]
+        configs[key] = ",".join(items)
+    return configs
