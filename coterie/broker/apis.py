@@ -19,6 +19,7 @@ from typing import Any
 from coterie.broker.handlers import (
     api_versions,
     client_assignment,
+    cluster,
     configs,
     consumer_groups,
     fetch,
@@ -82,6 +83,7 @@ APIS: dict[int, Api] = {
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups),
         Api(44, "IncrementalAlterConfigs", 0, 1, configs.incremental_alter_configs),
         Api(47, "OffsetDelete", 0, 0, offset_commit.offset_delete),
+        Api(60, "DescribeCluster", 0, 2, cluster.describe_cluster),
         Api(61, "DescribeProducers", 0, 0, producers.describe_producers),
         Api(65, "DescribeTransactions", 0, 0, transactions.describe_transactions),
         Api(66, "ListTransactions", 0, 1, transactions.list_transactions),

@@ -35,3 +35,9 @@ def test_alter_configs(tmp_path):
         scenarios.alter_scenario(broker.bootstrap)
     finally:
         broker.stop()
+
+
+def test_describe_cluster(reference_kafka):
+    from tests.integration import test_describe_cluster
+
+    test_describe_cluster.scenario(reference_kafka.bootstrap)
