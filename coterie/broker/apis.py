@@ -29,6 +29,7 @@ from coterie.broker.handlers import (
     offsets,
     produce,
     producers,
+    records,
     topics,
     transactions,
 )
@@ -71,6 +72,7 @@ APIS: dict[int, Api] = {
         Api(18, "ApiVersions", 0, 3, api_versions.handle),
         Api(19, "CreateTopics", 2, 7, topics.create_topics),
         Api(20, "DeleteTopics", 1, 6, topics.delete_topics),
+        Api(21, "DeleteRecords", 0, 2, records.delete_records),
         Api(22, "InitProducerId", 0, 5, producers.init_producer_id),
         Api(23, "OffsetForLeaderEpoch", 2, 4, offsets.offset_for_leader_epoch),
         Api(24, "AddPartitionsToTxn", 0, 3, transactions.add_partitions_to_txn),

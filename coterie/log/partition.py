@@ -63,6 +63,8 @@ from coterie.wire.txn_markers import marker_type
 
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset"
+# The log start offset DeleteRecords set, when it lies inside the first segment.
+LOG_START_FILE = "log-start-offset"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,9 @@ class PartitionLog:
         self.recovered_bytes = 0  # bytes cut off at open; the broker may log it
         self._producers = ProducerStates()
         self._aborted = AbortedTxnIndex(directory)
+        # The first offset a reader may see: the first segment's base, or above it where
+        # DeleteRecords moved it (durable in LOG_START_FILE).
+        self._start = segments[0].base_offset
 
     # --------------------------------------------------------------------------- opening
 
@@ -141,6 +146,8 @@ class PartitionLog:
                 path.unlink()
 
         if not bases:
+            with contextlib.suppress(FileNotFoundError):
+                (directory / LOG_START_FILE).unlink()
             for stale in directory.glob(f"*{SNAPSHOT_SUFFIX}"):
                 stale.unlink()
             for stale in directory.glob(f"*{TXN_INDEX_SUFFIX}"):
@@ -181,6 +188,8 @@ class PartitionLog:
             active.first_append_ms = now_ms
         log = cls(directory, config, segments, now_ms, files)
         log.recovered_bytes = cut
+        log._start = min(max(_read_offset_file(directory / LOG_START_FILE),
+                             segments[0].base_offset), log.log_end_offset)
         log._load_producer_state()
         return log
 
@@ -263,7 +272,8 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        first = self._segments[0].base_offset
+        return self._start if self._start > first else first
 
     @property
     def log_end_offset(self) -> int:
@@ -526,6 +536,23 @@ class PartitionLog:
                 deleted += 1
         return deleted
 
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: make `offset` the log start (nothing below it is read again),
+        durably before it takes effect, and delete the segments wholly below it. An offset
+        at or below the log start changes nothing. Returns the log start (the low
+        watermark). Raises OffsetOutOfRangeError above the log end."""
+        self._check_open()
+        end = self.log_end_offset
+        if offset > end:
+            raise OffsetOutOfRangeError(
+                f"Cannot delete records up to {offset}: the log ends at {end}")
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        atomic_write(self._directory / LOG_START_FILE, f"{offset}\n".encode())
+        self._start = offset
+        self.delete_segments_before(offset)
+        return self.log_start_offset
+
     def delete_segments_before(self, offset: int) -> int:
         """Delete every whole segment that lies entirely below `offset` (never the active
         one), advancing the log start. Used by the group coordinator to drop history that a
@@ -604,7 +631,11 @@ def _control_marker(buf: bytes | bytearray | memoryview, position: int) -> int |
 
 
 def _read_recovery_point(directory: Path) -> int:
+    return _read_offset_file(directory / RECOVERY_POINT_FILE)
+
+
+def _read_offset_file(path: Path) -> int:
     try:
-        return int((directory / RECOVERY_POINT_FILE).read_text().strip())
+        return int(path.read_text().strip())
     except (FileNotFoundError, ValueError):
         return 0

@@ -41,3 +41,9 @@ def test_describe_cluster(reference_kafka):
     from tests.integration import test_describe_cluster
 
     test_describe_cluster.scenario(reference_kafka.bootstrap)
+
+
+def test_delete_records(reference_kafka):
+    from tests.integration import test_delete_records
+
+    test_delete_records.scenario(reference_kafka.bootstrap, topic="purged-reference")

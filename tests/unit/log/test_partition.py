@@ -402,3 +402,27 @@ def test_kio_written_batches_round_trip(tmp_path):
     assert len(got) == len(sent) and got[8:12] == sent[8:12]
     assert [h.base_offset for h in validate_batches(got)] == [0, 3]
     assert log.offset_for_timestamp(0) == (0, 1704067200000)
+
+
+def test_delete_records_moves_the_start_durably_and_drops_whole_segments(tmp_path):
+    log = open_log(tmp_path / "p")
+    fill(log, 40)  # 80 records over several 1000-byte segments
+    segments = log.segment_count
+    assert segments > 3
+    middle = 51  # inside a segment, not on its base
+    assert log.delete_records(middle) == middle
+    assert log.log_start_offset == middle
+    assert log.segment_count < segments  # the segments wholly below went
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(middle - 1, 1000)
+    assert log.read(middle, 1000)  # the batch holding it is still served
+    assert log.delete_records(10) == middle  # below the start: nothing changes
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records(log.log_end_offset + 1)
+    log.close_unclean()  # a crash: the start was written before it took effect
+    again = open_log(tmp_path / "p")
+    assert again.log_start_offset == middle
+    assert again.delete_records(again.log_end_offset) == 80  # everything
+    assert again.read(80, 1000) == b""
+    again.close()
+    assert open_log(tmp_path / "p").log_start_offset == 80
