@@ -81,6 +81,7 @@ APIS: dict[int, Api] = {
         Api(28, "TxnOffsetCommit", 0, 5, offset_commit.txn_offset_commit),
         Api(32, "DescribeConfigs", 1, 4, configs.describe_configs),
         Api(33, "AlterConfigs", 0, 2, configs.alter_configs),
+        Api(35, "DescribeLogDirs", 1, 4, records.describe_log_dirs),
         Api(37, "CreatePartitions", 0, 3, topics.create_partitions),
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups),
         Api(44, "IncrementalAlterConfigs", 0, 1, configs.incremental_alter_configs),

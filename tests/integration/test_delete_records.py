@@ -6,7 +6,8 @@ of partition 0 and everything of partition 1 (the high watermark). Low watermark
 earliest offsets and what a consumer reads from "earliest" follow; a fetch below the start
 is OFFSET_OUT_OF_RANGE; an offset above the high watermark, an unknown partition and an
 internal topic are refused with Kafka's codes. On coterie the start survives a kill -9, and
-Kafka's kafka-delete-records tool works.
+Kafka's kafka-delete-records tool works. DescribeLogDirs is read request by request and by
+Kafka's kafka-log-dirs tool.
 """
 
 from __future__ import annotations
@@ -117,3 +118,46 @@ def test_kafka_delete_records_tool(coterie, tmp_path):
     out = done.stdout.decode(errors="replace")
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     assert "low_watermark: 5" in out, out
+
+
+def test_describe_log_dirs(coterie, tmp_path):
+    """DescribeLogDirs request by request (sizes, the asked partitions only), then Kafka's
+    kafka-log-dirs tool (it failed before)."""
+    from kio.schema.describe_log_dirs.v4.request import (
+        DescribableLogDirTopic,
+        DescribeLogDirsRequest,
+    )
+
+    admin = AdminClient({"bootstrap.servers": coterie.bootstrap})
+    admin.create_topics([NewTopic("sized", 2, 1)])["sized"].result(30)
+    producer = Producer({"bootstrap.servers": coterie.bootstrap})
+    for _ in range(20):
+        producer.produce("sized", b"y" * 1000, partition=1)
+    assert producer.flush(30) == 0
+    with RawConnection(coterie.host, coterie.port) as conn:
+        everything = conn.request(DescribeLogDirsRequest(topics=None))
+        (result,) = everything.results
+        assert result.error_code == ErrorCode.none
+        assert result.total_bytes >= result.usable_bytes > 0
+        sizes = {(t.name, p.partition_index): p.partition_size
+                 for t in result.topics for p in t.partitions}
+        assert sizes[("sized", 0)] == 0 and sizes[("sized", 1)] > 20_000
+        asked = conn.request(DescribeLogDirsRequest(topics=(
+            DescribableLogDirTopic(topic="sized", partitions=(1, 7)),
+            DescribableLogDirTopic(topic="nowhere", partitions=(0,)))))
+        assert [(t.name, [p.partition_index for p in t.partitions])
+                for t in asked.results[0].topics] == [("sized", [1])]
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip("kafka-log-dirs needs java and mvn on PATH: missing " + ", ".join(missing))
+    lib = load_reference_kafka().fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    done = subprocess.run(
+        ["java", "-Xmx256m", "-cp", f"{lib}/*", "org.apache.kafka.tools.LogDirsCommand",
+         "--bootstrap-server", coterie.bootstrap, "--describe", "--topic-list", "sized"],
+        capture_output=True, timeout=120)
+    out = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    (broker,) = report["brokers"]
+    partitions = {p["partition"]: p["size"] for d in broker["logDirs"] for p in d["partitions"]}
+    assert partitions["sized-1"] > 20_000, report

@@ -1,4 +1,6 @@
-"""DeleteRecords v0-v2: move a partition's log start forward (Kafka Streams purges its
+"""DeleteRecords v0-v2 and DescribeLogDirs v1-v4.
+
+DeleteRecords moves a partition's log start forward (Kafka Streams purges its
 repartition topics with it; `kafka-delete-records` is the operator's tool).
 
 Per partition: offset -1 means the high watermark (everything); an offset above it is
@@ -9,10 +11,16 @@ low watermark is the log start after the request. Internal topics are refused
 (INVALID_TOPIC_EXCEPTION), as Kafka refuses them; unknown topics and partitions are
 UNKNOWN_TOPIC_OR_PARTITION. Producer state is kept: an idempotent or transactional producer
 still writing to a purged partition goes on without a reset.
+
+DescribeLogDirs answers coterie's one log directory (the data directory): every asked
+partition with its size on disk, offset lag 0 (nothing is being moved between directories),
+and the file system's total and usable bytes. Topics and partitions that do not exist are
+left out, as Kafka leaves them out.
 """
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -50,3 +58,31 @@ def delete_records(ctx: RequestContext, request: Any) -> Any:
                                "error_code": code})
         topics.append({"name": t.name, "partitions": partitions})
     return ctx.respond({"topics": topics})
+
+
+def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.services.logs
+    log_dir = str(logs.data_dir.resolve())
+    wanted = None if request.topics is None else {
+        t.topic: set(t.partitions) for t in request.topics}
+    topics = []
+    for name, info in sorted(logs.topics.items()):
+        if wanted is not None and name not in wanted:
+            continue
+        partitions = []
+        for index in range(info.partitions):
+            log = logs.partition(name, index)
+            if log is None or (wanted is not None and index not in wanted[name]):
+                continue
+            partitions.append({"partition_index": index, "partition_size": log.size_bytes,
+                               "offset_lag": 0, "is_future_key": False})
+        if partitions:
+            topics.append({"name": name, "partitions": partitions})
+    try:
+        usage = shutil.disk_usage(log_dir)
+        total, usable, code = usage.total, usage.free, ErrorCode.none
+    except OSError:
+        total, usable, code = -1, -1, ErrorCode.kafka_storage_error
+    return ctx.respond({"error_code": ErrorCode.none, "results": [{
+        "error_code": code, "log_dir": log_dir, "topics": topics, "total_bytes": total,
+        "usable_bytes": usable}]})
