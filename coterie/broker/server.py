@@ -38,6 +38,7 @@ from coterie.broker.apis import API_VERSIONS, APIS, Api
 from coterie.broker.config import BrokerConfig
 from coterie.broker.connections import Connection, ConnectionTable, RateLimitedLog
 from coterie.broker.context import RequestContext
+from coterie.broker.group_configs import GroupConfigs
 from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
 from coterie.broker.handlers.api_versions import unsupported_version_answer
@@ -333,13 +334,18 @@ class Broker:
         self.topics.listeners.append(self._topics_changed)
         self.transactions = TxnRuntime(self.logs, self.groups, self.waiters, self.producer_ids,
                                        self.now_ms, config.props, self.topics.create_topic)
+        self.group_configs = GroupConfigs(
+            config.data_dir, config.props, config.consumer_group_config(),
+            lambda group_id, session_ms, heartbeat_ms: self.groups.shard_for(
+                group_id).coordinator.consumer.set_group_config(group_id, session_ms,
+                                                                heartbeat_ms))
         self.services = Services(
             config=config, cluster_id=self.cluster_id, logs=self.logs, topics=self.topics,
             groups=self.groups, waiters=self.waiters, producer_ids=self.producer_ids,
             clock=self.now_ms,
             apis=tuple(ApiRange(a.key, a.min_version, a.max_version)
                        for a in sorted(self.apis.values(), key=lambda a: a.key)),
-            transactions=self.transactions)
+            transactions=self.transactions, group_configs=self.group_configs)
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self.connections = ConnectionTable(
@@ -370,6 +376,7 @@ class Broker:
     async def load_groups(self) -> None:
         """Load the groups, then hand them the topics as they are now."""
         await self.groups.load()
+        self.group_configs.apply_all()
         self._topics_changed(self.logs.topics)
         # After the groups: markers still to write may go to __consumer_offsets.
         await self.transactions.load()

@@ -42,6 +42,8 @@ class Services:
     apis: tuple[ApiRange, ...] = ()
     # The transaction coordinator's runtime (coterie.broker.transactions), once it runs.
     transactions: Any = None
+    # The groups' own settings (coterie.broker.group_configs.GroupConfigs).
+    group_configs: Any = None
 
     def now_ms(self) -> int:
         return self.clock()

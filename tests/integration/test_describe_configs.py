@@ -22,8 +22,11 @@ survive a kill -9, and Kafka's kafka-configs tool alters and describes them.
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
+import time
+import uuid
 from typing import Any
 
 import pytest
@@ -299,3 +302,106 @@ def test_kafka_configs_alters_and_describes_a_topic(coterie, tmp_path):
     assert "cleanup.policy=delete,compact" in described, described
     tool("--alter", "--delete-config", "retention.ms")
     assert "retention.ms=7000" not in tool("--describe")
+
+
+GROUP = 32
+GROUP_SOURCE = 8
+GROUP_KEYS = {
+    "consumer.session.timeout.ms": "45000", "consumer.heartbeat.interval.ms": "5000",
+    "share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "5000",
+    "share.record.lock.duration.ms": "30000", "share.auto.offset.reset": "latest",
+    "share.isolation.level": "read_uncommitted", "streams.session.timeout.ms": "45000",
+    "streams.heartbeat.interval.ms": "5000", "streams.num.standby.replicas": "0",
+    "streams.initial.rebalance.delay.ms": "3000",
+}
+
+
+def _heartbeat_interval(conn: RawConnection, group: str, member_id: str, epoch: int) -> Any:
+    from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+
+    return conn.request(ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member_id, member_epoch=epoch, instance_id=None,
+        rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
+        subscribed_topic_names=("plain",) if epoch == 0 else None,
+        subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=() if epoch == 0 else None))
+
+
+def group_scenario(bootstrap: str) -> None:
+    """Per-group configs (KIP-848): any group id describes the defaults; a set value is
+    checked against the broker's bounds, shows as GROUP_CONFIG, and a live member's next
+    heartbeat answer carries the group's own heartbeat interval; deleting it restores the
+    default."""
+    host, port = bootstrap.rsplit(":", 1)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("plain", 1, 1)])["plain"].result(30)
+    with RawConnection(host, int(port)) as conn:
+        described = _describe(conn, GROUP, "tuned-group")
+        assert described.error_code == ErrorCode.none
+        assert {c.name: c.value for c in described.configs} == GROUP_KEYS
+        assert _by_name(described)["consumer.session.timeout.ms"] == (
+            "45000", DEFAULT, [("consumer.session.timeout.ms", "45000", DEFAULT)])
+        member = str(uuid.uuid4())
+        joined = _retried_heartbeat(conn, "tuned-group", member, 0)
+        assert joined.heartbeat_interval == datetime.timedelta(seconds=5)
+        assert _raw_alter(conn, GROUP, "tuned-group", ("consumer.session.timeout.ms", "50000", 0),
+                          ("consumer.heartbeat.interval.ms", "6000", 0)).error_code == (
+            ErrorCode.none)
+        now = _by_name(_describe(conn, GROUP, "tuned-group"))
+        assert now["consumer.session.timeout.ms"] == (
+            "50000", GROUP_SOURCE, [("consumer.session.timeout.ms", "50000", GROUP_SOURCE)])
+        assert now["consumer.heartbeat.interval.ms"][:2] == ("6000", GROUP_SOURCE)
+        again = _heartbeat_interval(conn, "tuned-group", member, joined.member_epoch)
+        assert again.error_code == ErrorCode.none
+        assert again.heartbeat_interval == datetime.timedelta(seconds=6)
+        # Refused with Kafka's messages, nothing changed.
+        low = _raw_alter(conn, GROUP, "tuned-group", ("consumer.session.timeout.ms", "5", 0))
+        assert (low.error_code, low.error_message) == (
+            ErrorCode.invalid_config, "consumer.session.timeout.ms must be greater than or "
+                                      "equal to group.consumer.min.session.timeout.ms")
+        fast = _raw_alter(conn, GROUP, "tuned-group", ("consumer.heartbeat.interval.ms", "4000", 0))
+        assert (fast.error_code, fast.error_message) == (
+            ErrorCode.invalid_config, "consumer.heartbeat.interval.ms must be greater than or "
+                                      "equal to group.consumer.min.heartbeat.interval.ms")
+        unknown = _raw_alter(conn, GROUP, "tuned-group", ("no.such", "1", 0))
+        assert (unknown.error_code, unknown.error_message) == (
+            ErrorCode.invalid_config, "Unknown group config name: no.such")
+        assert _by_name(_describe(conn, GROUP, "tuned-group"))[
+            "consumer.session.timeout.ms"][0] == "50000"
+        assert _raw_alter(conn, GROUP, "tuned-group", ("consumer.heartbeat.interval.ms", None,
+                                                       1)).error_code == ErrorCode.none
+        back = _heartbeat_interval(conn, "tuned-group", member, joined.member_epoch)
+        assert back.heartbeat_interval == datetime.timedelta(seconds=5)
+
+
+def _retried_heartbeat(conn: RawConnection, group: str, member: str, epoch: int) -> Any:
+    """Joins retry while a broker gets its coordinator ready (Kafka creates
+    __consumer_offsets on first use)."""
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+
+    for _ in range(150):
+        conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=(group,)))
+        answer = _heartbeat_interval(conn, group, member, epoch)
+        if answer.error_code not in (ErrorCode.coordinator_not_available,
+                                     ErrorCode.coordinator_load_in_progress,
+                                     ErrorCode.not_coordinator):
+            assert answer.error_code == ErrorCode.none, answer
+            return answer
+        time.sleep(0.2)
+    raise AssertionError("the coordinator never became available")
+
+
+def test_group_configs(coterie_factory):
+    broker = coterie_factory(config=SETTINGS)
+    group_scenario(broker.bootstrap)
+    with RawConnection(broker.host, broker.port) as conn:
+        assert _raw_alter(conn, GROUP, "kept", ("consumer.heartbeat.interval.ms", "7000",
+                                                0)).error_code == ErrorCode.none
+    broker.kill9()
+    broker.restart_after_kill9()
+    with RawConnection(broker.host, broker.port) as conn:
+        assert _by_name(_describe(conn, GROUP, "kept"))["consumer.heartbeat.interval.ms"][
+            :2] == ("7000", GROUP_SOURCE)
+        member = str(uuid.uuid4())
+        joined = _retried_heartbeat(conn, "kept", member, 0)
+        assert joined.heartbeat_interval == datetime.timedelta(seconds=7)

@@ -47,3 +47,15 @@ def test_delete_records(reference_kafka):
     from tests.integration import test_delete_records
 
     test_delete_records.scenario(reference_kafka.bootstrap, topic="purged-reference")
+
+
+def test_group_configs(tmp_path):
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip(f"reference broker needs java and mvn on PATH: missing {', '.join(missing)}")
+    broker = ReferenceBroker(tmp_path / "data", config=scenarios.SETTINGS)
+    broker.start()
+    try:
+        scenarios.group_scenario(broker.bootstrap)
+    finally:
+        broker.stop()

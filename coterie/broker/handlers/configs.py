@@ -66,6 +66,8 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
                     "error_message": f"Topic {name} does not exist."}
         explicit = {k: config.props[k] for k in config.explicit if k in config.props}
         described = describe_topic_configs(explicit, info.configs)
+    elif kind == GROUP and ctx.services.group_configs is not None:
+        described = ctx.services.group_configs.describe(name)
     elif kind == BROKER:
         if name == "":
             described = []  # no cluster-wide dynamic defaults
@@ -76,8 +78,7 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
         else:
             described = _broker_configs(ctx)
     else:
-        what = {BROKER_LOGGER: "broker loggers", GROUP: "group configs"}.get(
-            kind, f"resource type {kind}")
+        what = {BROKER_LOGGER: "broker loggers"}.get(kind, f"resource type {kind}")
         return {**result, "error_code": ErrorCode.invalid_request,
                 "error_message": f"coterie does not describe {what} yet"}
     keys = resource.configuration_keys
@@ -178,9 +179,11 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
         raise _Refused(ErrorCode.invalid_request,
                        "coterie cannot change broker configs at run time yet; set them in the "
                        "broker's properties file and restart it")
+    if kind == GROUP and ctx.services.group_configs is not None:
+        _alter_group(ctx, resource, incremental, validate_only)
+        return
     if kind != TOPIC:
-        what = {BROKER_LOGGER: "broker loggers", GROUP: "group configs"}.get(
-            kind, f"resource type {kind}")
+        what = {BROKER_LOGGER: "broker loggers"}.get(kind, f"resource type {kind}")
         raise _Refused(ErrorCode.invalid_request, f"coterie does not change {what} yet")
     logs = ctx.services.logs
     info = logs.topics.get(name)
@@ -189,15 +192,7 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
     names = [c.name for c in resource.configs]
     if len(set(names)) != len(names):
         raise _Refused(ErrorCode.invalid_request, "Error due to duplicate config keys")
-    if incremental:
-        configs = _apply_ops(dict(info.configs), resource.configs)
-    else:
-        configs = {}
-        for c in resource.configs:
-            if c.value is None:
-                raise _Refused(ErrorCode.invalid_config,
-                               f"Null value not supported for topic config '{c.name}'")
-            configs[c.name] = c.value
+    configs = _new_set(dict(info.configs), resource.configs, incremental, "topic")
     try:
         if validate_only:
             logs.check_topic_configs(name, configs)
@@ -212,8 +207,47 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
                        f"cannot write the configs of topic '{name}': {e}") from e
 
 
-def _apply_ops(configs: dict[str, str], ops: Any) -> dict[str, str]:
-    """The topic's settings after IncrementalAlterConfigs' operations, in order."""
+def _alter_group(ctx: RequestContext, resource: Any, incremental: bool,
+                 validate_only: bool) -> None:
+    """A group's own settings (coterie.broker.group_configs): any group id, existing or
+    not, as in Kafka."""
+    store = ctx.services.group_configs
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise _Refused(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    configs = _new_set(store.current(resource.resource_name), resource.configs, incremental,
+                       "group")
+    try:
+        if validate_only:
+            store.check(configs)
+        else:
+            store.replace(resource.resource_name, configs)
+    except InvalidConfigError as e:
+        raise _Refused(ErrorCode.invalid_config, str(e)) from e
+    except OSError as e:
+        raise _Refused(ErrorCode.kafka_storage_error,
+                       f"cannot write the configs of group '{resource.resource_name}': {e}"
+                       ) from e
+
+
+def _new_set(current: dict[str, str], changes: Any, incremental: bool,
+             kind: str) -> dict[str, str]:
+    """The resource's settings after the request: IncrementalAlterConfigs' operations in
+    order, or (legacy AlterConfigs) the given set replacing the old one."""
+    if incremental:
+        return _apply_ops(current, changes, kind)
+    configs = {}
+    for c in changes:
+        if c.value is None:
+            raise _Refused(ErrorCode.invalid_config,
+                           f"Null value not supported for {kind} config '{c.name}'")
+        configs[c.name] = c.value
+    return configs
+
+
+def _apply_ops(configs: dict[str, str], ops: Any, kind: str) -> dict[str, str]:
+    """The settings after IncrementalAlterConfigs' operations, in order. Only a topic's
+    list settings take append and subtract."""
     for op in ops:
         key, code, value = op.name, op.config_operation, op.value
         if code == DELETE:
@@ -224,17 +258,18 @@ def _apply_ops(configs: dict[str, str], ops: Any) -> dict[str, str]:
                            f"Unknown config operation {code} for {key}")
         if value is None:
             raise _Refused(ErrorCode.invalid_config,
-                           f"Null value not supported for topic config '{key}'")
+                           f"Null value not supported for {kind} config '{key}'")
         if code == SET:
             configs[key] = value
             continue
-        definition = TOPIC_CONFIG_DEFS.get(key)
-        if definition is None:
+        definition = TOPIC_CONFIG_DEFS.get(key) if kind == "topic" else None
+        if definition is None and kind == "topic":
             raise _Refused(ErrorCode.invalid_config, f"Unknown topic config name: {key}")
-        if definition.type != LIST:
+        if definition is None or definition.type != LIST:
             verb = "append" if code == APPEND else "subtract"
             raise _Refused(ErrorCode.invalid_config,
                            f"Config value {verb} is not allowed for config key: {key}")
+        assert definition is not None
         current = configs.get(key, definition.default)
         items = [v.strip() for v in current.split(",") if v.strip()]
         given = [v.strip() for v in value.split(",") if v.strip()]

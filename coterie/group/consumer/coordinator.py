@@ -167,6 +167,9 @@ class ConsumerCoordinator:
         self.config = config
         self.new_member_id = new_member_id
         self.groups: dict[str, ConsumerGroup] = {}
+        # Per-group session timeout and heartbeat interval (None: the broker's), set by
+        # `set_group_config`; kept for groups that do not exist yet too, as Kafka keeps them.
+        self.group_configs: dict[str, tuple[int | None, int | None]] = {}
         self.image = topics or TopicImage()
         # Resolve the configured assignors now, so a misconfiguration fails at start-up.
         self._assignors: dict[str, Assignor] = {name: lookup(name) for name in config.assignors}
@@ -230,7 +233,30 @@ class ConsumerCoordinator:
 
     def timers_after_load(self, now_ms: int) -> list[TimerOp]:
         """Deadlines to arm once loading finishes (`deadlines.timers_after_load`)."""
-        return timers_after_load(self.groups.values(), self.config.session_timeout_ms, now_ms)
+        return timers_after_load(self.groups.values(), self.session_timeout_of, now_ms)
+
+    # == per-group configs (KIP-848: consumer.session.timeout.ms, consumer.heartbeat.interval.ms)
+    def set_group_config(self, group_id: str, session_timeout_ms: int | None,
+                         heartbeat_interval_ms: int | None) -> None:
+        """The group's own session timeout and heartbeat interval (None: the broker's), as
+        an operator set them (the broker validates and persists them). They apply from the
+        next heartbeat: its answer's interval and the session deadline it arms."""
+        if session_timeout_ms is None and heartbeat_interval_ms is None:
+            self.group_configs.pop(group_id, None)
+        else:
+            self.group_configs[group_id] = (session_timeout_ms, heartbeat_interval_ms)
+
+    def session_timeout_of(self, group_id: str) -> int:
+        own = self.group_configs.get(group_id)
+        if own is None or own[0] is None:
+            return self.config.session_timeout_ms
+        return own[0]
+
+    def heartbeat_interval_of(self, group_id: str) -> int:
+        own = self.group_configs.get(group_id)
+        if own is None or own[1] is None:
+            return self.config.heartbeat_interval_ms
+        return own[1]
 
     # == ConsumerGroupHeartbeat ==============================================================
     def heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int,
@@ -278,7 +304,7 @@ class ConsumerCoordinator:
             return None  # the general path asks for the resolution this heartbeat is due
         return Result(ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_of(group_id),
         ), timers=[self.session_timer(group.group_id, member.member_id, now_ms, member)])
 
     def check(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse | None:
@@ -309,7 +335,8 @@ class ConsumerCoordinator:
             assignment = wire_partitions(reconciled.assigned)
         return Result(ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms, assignment=assignment,
+            heartbeat_interval_ms=self.heartbeat_interval_of(group.group_id),
+            assignment=assignment,
         ), records=records, timers=timers)
 
     def update_member(self, group: ConsumerGroup, member: ConsumerMember,
@@ -421,7 +448,7 @@ class ConsumerCoordinator:
     def session_timer(self, group_id: str, member_id: str, now_ms: int,
                       member: ConsumerMember | None = None) -> TimerOp:
         """The member's session deadline (`deadlines.session_timer`)."""
-        return session_timer(group_id, member_id, now_ms, self.config.session_timeout_ms,
+        return session_timer(group_id, member_id, now_ms, self.session_timeout_of(group_id),
                              member)
 
     # == timers ==============================================================================

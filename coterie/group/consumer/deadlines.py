@@ -12,7 +12,7 @@ rejoining), and have CONSUMER_JOIN and CONSUMER_SYNC (group, member) timers inst
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.consumer.member import ConsumerMember, MemberState
@@ -62,14 +62,16 @@ def revocation_timers(group_id: str, before: ConsumerMember, after: ConsumerMemb
     return ops
 
 
-def timers_after_load(groups: Iterable[ConsumerGroup], session_timeout_ms: int,
+def timers_after_load(groups: Iterable[ConsumerGroup], session_timeout_ms: Callable[[str], int],
                       now_ms: int) -> list[TimerOp]:
     """Deadlines to arm once loading finishes: every member must heartbeat again within
-    its session, and members asked to revoke must still do so in time."""
+    its session (`session_timeout_ms(group_id)`: the group's own setting or the broker's),
+    and members asked to revoke must still do so in time."""
     ops = []
     for group in groups:
+        timeout = session_timeout_ms(group.group_id)
         for m in group.members.values():
-            ops.append(session_timer(group.group_id, m.member_id, now_ms, session_timeout_ms, m))
+            ops.append(session_timer(group.group_id, m.member_id, now_ms, timeout, m))
             if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol:
                 ops.append(TimerOp(revocation_key(group.group_id, m),
                                    now_ms + max(m.rebalance_timeout_ms, 0)))

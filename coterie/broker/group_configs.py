@@ -1,0 +1,180 @@
+"""Per-group configs (KIP-848's GROUP config resource): what an operator sets for one group.
+
+Kafka 4.2 describes eleven keys for any group id (whether the group exists or not): the
+consumer group's session timeout and heartbeat interval, and the share and streams groups'
+settings. Their defaults are the broker's `group.consumer.*`, `group.share.*` and
+`group.streams.*` values. A value is checked against the broker's bounds with Kafka's
+messages (`consumer.session.timeout.ms must be greater than or equal to
+group.consumer.min.session.timeout.ms`), written durably (`group-configs.json` in the data
+directory, replaced atomically) and then handed to the group coordinator, which applies the
+consumer keys from each member's next heartbeat. coterie has no share or streams groups yet:
+their keys are checked and kept, and take effect when those groups arrive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.log.config import DEFAULT_CONFIG, INT, STRING, DescribedConfig
+from coterie.log.errors import InvalidConfigError
+from coterie.log.files import atomic_write
+
+GROUP_CONFIG_FILE = "group-configs.json"
+GROUP_CONFIG_SOURCE = 8  # Kafka's ConfigSource GROUP_CONFIG
+SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigDef:
+    """One group config: its type, the broker property giving its default (and that
+    default's own default), and the broker properties bounding it."""
+
+    type: int
+    broker_key: str
+    default: str
+    low: tuple[str, int] | None = None  # (broker property, its default)
+    high: tuple[str, int] | None = None
+    choices: tuple[str, ...] = ()
+
+
+GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {
+    SESSION: GroupConfigDef(INT, "group.consumer.session.timeout.ms", "45000",
+                            ("group.consumer.min.session.timeout.ms", 45_000),
+                            ("group.consumer.max.session.timeout.ms", 60_000)),
+    HEARTBEAT: GroupConfigDef(INT, "group.consumer.heartbeat.interval.ms", "5000",
+                              ("group.consumer.min.heartbeat.interval.ms", 5_000),
+                              ("group.consumer.max.heartbeat.interval.ms", 15_000)),
+    "share.session.timeout.ms": GroupConfigDef(
+        INT, "group.share.session.timeout.ms", "45000",
+        ("group.share.min.session.timeout.ms", 45_000),
+        ("group.share.max.session.timeout.ms", 60_000)),
+    "share.heartbeat.interval.ms": GroupConfigDef(
+        INT, "group.share.heartbeat.interval.ms", "5000",
+        ("group.share.min.heartbeat.interval.ms", 5_000),
+        ("group.share.max.heartbeat.interval.ms", 15_000)),
+    "share.record.lock.duration.ms": GroupConfigDef(
+        INT, "group.share.record.lock.duration.ms", "30000",
+        ("group.share.min.record.lock.duration.ms", 15_000),
+        ("group.share.max.record.lock.duration.ms", 60_000)),
+    "share.auto.offset.reset": GroupConfigDef(STRING, "share.auto.offset.reset", "latest",
+                                              choices=("latest", "earliest")),
+    "share.isolation.level": GroupConfigDef(STRING, "share.isolation.level",
+                                            "read_uncommitted",
+                                            choices=("read_committed", "read_uncommitted")),
+    "streams.session.timeout.ms": GroupConfigDef(
+        INT, "group.streams.session.timeout.ms", "45000",
+        ("group.streams.min.session.timeout.ms", 45_000),
+        ("group.streams.max.session.timeout.ms", 60_000)),
+    "streams.heartbeat.interval.ms": GroupConfigDef(
+        INT, "group.streams.heartbeat.interval.ms", "5000",
+        ("group.streams.min.heartbeat.interval.ms", 5_000),
+        ("group.streams.max.heartbeat.interval.ms", 15_000)),
+    "streams.num.standby.replicas": GroupConfigDef(
+        INT, "group.streams.num.standby.replicas", "0", None,
+        ("group.streams.max.standby.replicas", 2)),
+    "streams.initial.rebalance.delay.ms": GroupConfigDef(
+        INT, "group.streams.initial.rebalance.delay.ms", "3000"),
+}
+
+# Where the consumer keys' defaults and bounds come from: the coordinator's own settings.
+_CONSUMER_FIELDS = {
+    "group.consumer.session.timeout.ms": "session_timeout_ms",
+    "group.consumer.min.session.timeout.ms": "min_session_timeout_ms",
+    "group.consumer.max.session.timeout.ms": "max_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "heartbeat_interval_ms",
+    "group.consumer.min.heartbeat.interval.ms": "min_heartbeat_interval_ms",
+    "group.consumer.max.heartbeat.interval.ms": "max_heartbeat_interval_ms",
+}
+
+
+class GroupConfigs:
+    """The groups' own settings, durable in the data directory. `apply(group_id,
+    session_ms, heartbeat_ms)` hands the consumer keys to the coordinator."""
+
+    def __init__(self, data_dir: Path, props: Mapping[str, str],
+                 consumer: ConsumerGroupConfig,
+                 apply: Callable[[str, int | None, int | None], None]) -> None:
+        self._path = data_dir / GROUP_CONFIG_FILE
+        self._props = props
+        self._consumer = consumer
+        self._apply = apply
+        self._configs: dict[str, dict[str, str]] = {}
+        if self._path.exists():
+            loaded = json.loads(self._path.read_text())
+            self._configs = {g: dict(c) for g, c in loaded.items()}
+
+    def apply_all(self) -> None:
+        """Hand every stored group's consumer keys to the coordinator (after loading)."""
+        for group_id in self._configs:
+            self._hand_over(group_id)
+
+    def _broker_value(self, key: str, fallback: str) -> str:
+        field = _CONSUMER_FIELDS.get(key)
+        if field is not None:
+            return str(getattr(self._consumer, field))
+        return self._props.get(key, fallback)
+
+    def describe(self, group_id: str) -> list[DescribedConfig]:
+        own = self._configs.get(group_id, {})
+        out = []
+        for name, d in GROUP_CONFIG_DEFS.items():
+            default = self._broker_value(d.broker_key, d.default)
+            # Kafka lists one synonym: the group's own setting, or else the default.
+            value, source = (own[name], GROUP_CONFIG_SOURCE) if name in own else (
+                default, DEFAULT_CONFIG)
+            out.append(DescribedConfig(name, value, source, d.type, ((name, value, source),)))
+        return out
+
+    def current(self, group_id: str) -> dict[str, str]:
+        return dict(self._configs.get(group_id, {}))
+
+    def check(self, configs: Mapping[str, str | None]) -> None:
+        """Raise InvalidConfigError (Kafka's messages) unless every setting is usable."""
+        for name, value in configs.items():
+            d = GROUP_CONFIG_DEFS.get(name)
+            if d is None:
+                raise InvalidConfigError(f"Unknown group config name: {name}")
+            if value is None:
+                raise InvalidConfigError(f"Null value not supported for group config '{name}'")
+            if d.type == STRING:
+                if d.choices and value not in d.choices:
+                    raise InvalidConfigError(
+                        f"Invalid value {value} for configuration {name}: String must be one "
+                        f"of: {', '.join(d.choices)}")
+                continue
+            try:
+                number = int(value.strip())
+            except ValueError:
+                raise InvalidConfigError(f"Invalid value {value} for configuration {name}: "
+                                         "Not a number of type INT") from None
+            if d.low is not None:
+                bound = int(self._broker_value(d.low[0], str(d.low[1])))
+                if number < bound:
+                    raise InvalidConfigError(
+                        f"{name} must be greater than or equal to {d.low[0]}")
+            elif number < 0:
+                raise InvalidConfigError(f"{name} must be greater than or equal to 0")
+            if d.high is not None:
+                bound = int(self._broker_value(d.high[0], str(d.high[1])))
+                if number > bound:
+                    raise InvalidConfigError(f"{name} must be less than or equal to {d.high[0]}")
+
+    def replace(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Make `configs` the group's whole set: checked, written durably, then applied."""
+        self.check(configs)
+        updated = {**self._configs, group_id: dict(configs)}
+        if not configs:
+            del updated[group_id]
+        atomic_write(self._path, json.dumps(updated, sort_keys=True).encode())
+        self._configs = updated
+        self._hand_over(group_id)
+
+    def _hand_over(self, group_id: str) -> None:
+        own = self._configs.get(group_id, {})
+        session, heartbeat = own.get(SESSION), own.get(HEARTBEAT)
+        self._apply(group_id, None if session is None else int(session),
+                    None if heartbeat is None else int(heartbeat))
