@@ -405,3 +405,48 @@ def test_group_configs(coterie_factory):
         member = str(uuid.uuid4())
         joined = _retried_heartbeat(conn, "kept", member, 0)
         assert joined.heartbeat_interval == datetime.timedelta(seconds=7)
+
+
+def test_broker_loggers_are_described_and_their_levels_change_at_run_time(coterie, tmp_path):
+    """BROKER_LOGGER: coterie's loggers and the root with their levels; a level set at run
+    time shows in the broker's log at once (a debug line per new connection), deleting it
+    inherits again; unknown loggers and levels are INVALID_CONFIG, the root cannot be
+    deleted. Then Kafka's kafka-configs tool does the same."""
+    loggers = 8
+    with RawConnection(coterie.host, coterie.port) as conn:
+        described = _by_name(_describe(conn, loggers, "1"))
+        assert "root" in described and "coterie.broker" in described
+        assert described["coterie.broker"][0] in ("INFO", "WARN")
+        assert _raw_alter(conn, loggers, "1", ("coterie.broker", "DEBUG", 0)).error_code == (
+            ErrorCode.none)
+        assert _by_name(_describe(conn, loggers, "1"))["coterie.broker"][0] == "DEBUG"
+        debug_lines = "DEBUG coterie.broker: connection from"
+        assert debug_lines not in coterie.log_text()
+        with RawConnection(coterie.host, coterie.port):
+            pass
+        time.sleep(0.5)
+        assert debug_lines in coterie.log_text()
+        bad = _raw_alter(conn, loggers, "1", ("coterie.broker", "LOUD", 0))
+        assert bad.error_code == ErrorCode.invalid_config
+        assert _raw_alter(conn, loggers, "1", ("no.such.logger", "INFO", 0)).error_code == (
+            ErrorCode.invalid_config)
+        assert _raw_alter(conn, loggers, "1", ("root", None, 1)).error_code == (
+            ErrorCode.invalid_config)
+        assert _raw_alter(conn, loggers, "1", ("coterie.broker", None, 1)).error_code == (
+            ErrorCode.none)
+        assert _by_name(_describe(conn, loggers, "1"))["coterie.broker"][0] != "DEBUG"
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip("kafka-configs needs java and mvn on PATH: missing " + ", ".join(missing))
+    lib = load_reference_kafka().fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    def tool(*args: str) -> str:
+        done = subprocess.run(
+            ["java", "-Xmx256m", "-cp", f"{lib}/*", "kafka.admin.ConfigCommand",
+             "--bootstrap-server", coterie.bootstrap, "--entity-type", "broker-loggers",
+             "--entity-name", "1", *args], capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+        return done.stdout.decode(errors="replace")
+
+    tool("--alter", "--add-config", "coterie.groups=DEBUG")
+    assert "coterie.groups=DEBUG" in tool("--describe")

@@ -8,9 +8,9 @@ setting, then the primary broker property as set and as defaulted. A broker's an
 the properties coterie reads, all read-only (coterie changes none of them at run time yet),
 STATIC_BROKER_CONFIG when set in the file or on the command line, DEFAULT_CONFIG otherwise.
 Resource name "" of a broker is the cluster-wide dynamic default, of which coterie has none
-(an empty list, as Kafka answers when none is set). Broker loggers and group configs are not
-described yet: INVALID_REQUEST with a message that says so. Documentation strings are not
-given (null), even when asked.
+(an empty list, as Kafka answers when none is set). Group configs are in
+coterie.broker.group_configs, broker loggers (their levels, changed at run time) in
+coterie.broker.loggers. Documentation strings are not given (null), even when asked.
 
 A topic's configs change as Kafka changes them: IncrementalAlterConfigs sets, deletes,
 appends to or subtracts from single settings (append and subtract only for list settings,
@@ -28,6 +28,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker import loggers
 from coterie.broker.config import DEFAULTS
 from coterie.broker.context import RequestContext
 from coterie.broker.groups import GROUP_DEFAULTS
@@ -68,6 +69,12 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
         described = describe_topic_configs(explicit, info.configs)
     elif kind == GROUP and ctx.services.group_configs is not None:
         described = ctx.services.group_configs.describe(name)
+    elif kind == BROKER_LOGGER:
+        if name.strip() != str(config.node_id):
+            return {**result, "error_code": ErrorCode.invalid_request,
+                    "error_message": f"Unexpected broker id, expected {config.node_id} but "
+                                     f"received {name}"}
+        described = loggers.describe()
     elif kind == BROKER:
         if name == "":
             described = []  # no cluster-wide dynamic defaults
@@ -78,9 +85,8 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
         else:
             described = _broker_configs(ctx)
     else:
-        what = {BROKER_LOGGER: "broker loggers"}.get(kind, f"resource type {kind}")
         return {**result, "error_code": ErrorCode.invalid_request,
-                "error_message": f"coterie does not describe {what} yet"}
+                "error_message": f"coterie does not describe resource type {kind}"}
     keys = resource.configuration_keys
     if keys is not None:
         wanted = set(keys)
@@ -182,9 +188,12 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
     if kind == GROUP and ctx.services.group_configs is not None:
         _alter_group(ctx, resource, incremental, validate_only)
         return
+    if kind == BROKER_LOGGER:
+        _alter_loggers(ctx, resource, incremental, validate_only)
+        return
     if kind != TOPIC:
-        what = {BROKER_LOGGER: "broker loggers"}.get(kind, f"resource type {kind}")
-        raise _Refused(ErrorCode.invalid_request, f"coterie does not change {what} yet")
+        raise _Refused(ErrorCode.invalid_request,
+                       f"coterie does not change resource type {kind}")
     logs = ctx.services.logs
     info = logs.topics.get(name)
     if info is None:
@@ -228,6 +237,35 @@ def _alter_group(ctx: RequestContext, resource: Any, incremental: bool,
         raise _Refused(ErrorCode.kafka_storage_error,
                        f"cannot write the configs of group '{resource.resource_name}': {e}"
                        ) from e
+
+
+def _alter_loggers(ctx: RequestContext, resource: Any, incremental: bool,
+                   validate_only: bool) -> None:
+    """Log levels of the broker's loggers, changed at run time (not kept across a restart,
+    as in Kafka): SET a level, DELETE to inherit the root logger's again."""
+    node = ctx.services.config.node_id
+    if resource.resource_name.strip() != str(node):
+        raise _Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected {node} but "
+                                                  f"received {resource.resource_name}")
+    if not incremental:
+        raise _Refused(ErrorCode.invalid_request,
+                       "broker loggers are changed with IncrementalAlterConfigs")
+    changes: list[tuple[str, str | None]] = []
+    for c in resource.configs:
+        if c.config_operation == SET:
+            changes.append((c.name, c.value))
+        elif c.config_operation == DELETE:
+            changes.append((c.name, None))
+        else:
+            raise _Refused(ErrorCode.invalid_request,
+                           f"{'APPEND' if c.config_operation == APPEND else 'SUBTRACT'} "
+                           "operation is not allowed for the BROKER_LOGGER resource")
+    try:
+        loggers.check(changes)
+    except ValueError as e:
+        raise _Refused(ErrorCode.invalid_config, str(e)) from e
+    if not validate_only:
+        loggers.apply(changes)
 
 
 def _new_set(current: dict[str, str], changes: Any, incremental: bool,
