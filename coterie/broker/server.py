@@ -38,6 +38,7 @@ from coterie.broker.apis import API_VERSIONS, APIS, Api
 from coterie.broker.config import BrokerConfig
 from coterie.broker.connections import Connection, ConnectionTable, RateLimitedLog
 from coterie.broker.context import RequestContext
+from coterie.broker.dynamic_configs import DynamicBrokerConfigs
 from coterie.broker.group_configs import GroupConfigs
 from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
@@ -310,7 +311,9 @@ class Broker:
         self.config = config
         self.apis: dict[int, Api] = APIS
         self.waiters = FetchWaiters()
-        self.logs: LogManager = LogManager.open(config.data_dir, config.props, self.now_ms())
+        self.dynamic_configs = DynamicBrokerConfigs(config.data_dir)
+        self.logs: LogManager = LogManager.open(
+            config.data_dir, self.dynamic_configs.overlay(config.props), self.now_ms())
         self.cluster_id = _load_cluster_id(config.data_dir)
         self.producer_ids = ProducerIdAllocator(config.data_dir)
         self.topics = TopicAdmin(self.logs, self.now_ms)
@@ -345,7 +348,8 @@ class Broker:
             clock=self.now_ms,
             apis=tuple(ApiRange(a.key, a.min_version, a.max_version)
                        for a in sorted(self.apis.values(), key=lambda a: a.key)),
-            transactions=self.transactions, group_configs=self.group_configs)
+            transactions=self.transactions, group_configs=self.group_configs,
+            dynamic_configs=self.dynamic_configs)
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self.connections = ConnectionTable(

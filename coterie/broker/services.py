@@ -44,6 +44,8 @@ class Services:
     transactions: Any = None
     # The groups' own settings (coterie.broker.group_configs.GroupConfigs).
     group_configs: Any = None
+    # Broker configs changed at run time (coterie.broker.dynamic_configs).
+    dynamic_configs: Any = None
 
     def now_ms(self) -> int:
         return self.clock()

@@ -331,7 +331,8 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
 # Broker properties whose Kafka default is null: they are synonyms only when set.
 _NO_DEFAULT = frozenset({"log.flush.interval.ms", "log.retention.ms", "log.roll.ms",
                          "log.roll.jitter.ms"})
-TOPIC_CONFIG_SOURCE, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+TOPIC_CONFIG_SOURCE, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,14 +349,22 @@ class DescribedConfig:
 
 
 def describe_topic_configs(broker_props: Mapping[str, str],
-                           topic_configs: Mapping[str, str]) -> list[DescribedConfig]:
+                           topic_configs: Mapping[str, str],
+                           dynamic_broker: Mapping[str, str] | None = None,
+                           dynamic_default: Mapping[str, str] | None = None
+                           ) -> list[DescribedConfig]:
     """Every topic config as Kafka 4.2 describes it for a topic with `topic_configs` on a
-    broker with `broker_props` (the properties set in its file or on its command line).
-    The value is what the log acts on, resolved through every broker synonym (so
-    `log.retention.hours` shows in retention.ms); the source and synonyms name only the
-    topic's own setting and the primary broker synonym, as Kafka's do."""
+    broker with `broker_props` (the properties set in its file or on its command line) and
+    the broker configs changed at run time, for this broker (`dynamic_broker`) and for the
+    cluster (`dynamic_default`). The value is what the log acts on, resolved through every
+    broker synonym (so `log.retention.hours` shows in retention.ms); the source and synonyms
+    name only the topic's own setting and the primary broker synonym, in Kafka's order
+    (topic, dynamic broker, dynamic default, static, default)."""
+    dynamic_broker = dynamic_broker or {}
+    dynamic_default = dynamic_default or {}
+    effective = {**broker_props, **dynamic_default, **dynamic_broker}
     try:
-        resolved = LogConfig.from_properties(broker_props, topic_configs).topic_config_values()
+        resolved = LogConfig.from_properties(effective, topic_configs).topic_config_values()
     except InvalidConfigError:
         resolved = {}
     out = []
@@ -365,15 +374,16 @@ def describe_topic_configs(broker_props: Mapping[str, str],
         if own is not None:
             synonyms.append((name, own, TOPIC_CONFIG_SOURCE))
         broker = d.broker_synonym
-        set_on_broker = None if broker is None else broker_props.get(broker)
-        if broker is not None and set_on_broker is not None:
-            synonyms.append((broker, set_on_broker, STATIC_BROKER_CONFIG))
-        if broker is not None and broker not in _NO_DEFAULT:
-            synonyms.append((broker, d.default, DEFAULT_CONFIG))
-        if own is not None:
-            value, source = own, TOPIC_CONFIG_SOURCE
-        elif set_on_broker is not None:
-            value, source = set_on_broker, STATIC_BROKER_CONFIG
+        if broker is not None:
+            for layer, source in ((dynamic_broker, DYNAMIC_BROKER_CONFIG),
+                                  (dynamic_default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+                                  (broker_props, STATIC_BROKER_CONFIG)):
+                if broker in layer:
+                    synonyms.append((broker, layer[broker], source))
+            if broker not in _NO_DEFAULT:
+                synonyms.append((broker, d.default, DEFAULT_CONFIG))
+        if synonyms and synonyms[0][2] != DEFAULT_CONFIG:
+            value, source = synonyms[0][1], synonyms[0][2]
         else:
             value, source = resolved.get(name, d.default), DEFAULT_CONFIG
         out.append(DescribedConfig(name, value, source, d.type, tuple(synonyms)))

@@ -285,6 +285,22 @@ class LogManager:
         self._register(updated)
         return updated
 
+    def set_broker_props(self, broker_props: Mapping[str, str], check_only: bool = False) -> None:
+        """New broker-level defaults (dynamic broker configs): every topic's settings are
+        resolved again and applied to its partitions at once. Raises InvalidConfigError,
+        changing nothing, if any topic's settings would not be usable."""
+        configs = {name: LogConfig.from_properties(broker_props, info.configs)
+                   for name, info in self._topics.items()}
+        LogConfig.from_properties(broker_props, {})
+        if check_only:
+            return
+        self._broker_props = dict(broker_props)
+        for name, config in configs.items():
+            for index in range(self._topics[name].partitions):
+                log = self._logs.get((name, index))
+                if log is not None:
+                    log.update_config(config)
+
     def check_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Raise what `alter_topic_configs(name, configs)` would raise, changing nothing
         (AlterConfigs with validate_only)."""

@@ -59,3 +59,15 @@ def test_group_configs(tmp_path):
         scenarios.group_scenario(broker.bootstrap)
     finally:
         broker.stop()
+
+
+def test_dynamic_broker_configs(tmp_path):
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip(f"reference broker needs java and mvn on PATH: missing {', '.join(missing)}")
+    broker = ReferenceBroker(tmp_path / "data", config=scenarios.SETTINGS)
+    broker.start()
+    try:
+        scenarios.dynamic_scenario(broker.bootstrap)
+    finally:
+        broker.stop()

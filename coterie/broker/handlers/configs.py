@@ -31,10 +31,15 @@ from kio.schema.errors import ErrorCode
 from coterie.broker import loggers
 from coterie.broker.config import DEFAULTS
 from coterie.broker.context import RequestContext
+from coterie.broker.dynamic_configs import BROKER as BROKER_SCOPE
+from coterie.broker.dynamic_configs import CLUSTER as CLUSTER_SCOPE
+from coterie.broker.dynamic_configs import DYNAMIC_KEYS, NotDynamic
 from coterie.broker.groups import GROUP_DEFAULTS
 from coterie.log.config import (
     BOOLEAN,
     DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
     INT,
     LIST,
     LONG,
@@ -66,7 +71,9 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
             return {**result, "error_code": ErrorCode.unknown_topic_or_partition,
                     "error_message": f"Topic {name} does not exist."}
         explicit = {k: config.props[k] for k in config.explicit if k in config.props}
-        described = describe_topic_configs(explicit, info.configs)
+        layers = _dynamic_layers(ctx)
+        described = describe_topic_configs(explicit, info.configs, layers[BROKER_SCOPE],
+                                           layers[CLUSTER_SCOPE])
     elif kind == GROUP and ctx.services.group_configs is not None:
         described = ctx.services.group_configs.describe(name)
     elif kind == BROKER_LOGGER:
@@ -76,8 +83,10 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
                                      f"received {name}"}
         described = loggers.describe()
     elif kind == BROKER:
-        if name == "":
-            described = []  # no cluster-wide dynamic defaults
+        if name == "":  # the cluster-wide dynamic defaults
+            described = [DescribedConfig(k, v, DYNAMIC_DEFAULT_BROKER_CONFIG, _type_of(v),
+                                         ((k, v, DYNAMIC_DEFAULT_BROKER_CONFIG),))
+                         for k, v in sorted(_dynamic_layers(ctx)[CLUSTER_SCOPE].items())]
         elif name.strip() != str(config.node_id):
             return {**result, "error_code": ErrorCode.invalid_request,
                     "error_message": f"Unexpected broker id, expected {config.node_id} "
@@ -104,24 +113,37 @@ def _entry(d: DescribedConfig, synonyms: bool) -> dict[str, Any]:
                          for n, v, s in d.synonyms] if synonyms else []}
 
 
+def _dynamic_layers(ctx: RequestContext) -> dict[str, dict[str, str]]:
+    store = ctx.services.dynamic_configs
+    if store is None:
+        return {CLUSTER_SCOPE: {}, BROKER_SCOPE: {}}
+    return store.layers
+
+
 def _broker_configs(ctx: RequestContext) -> list[DescribedConfig]:
-    """The properties coterie reads, with their values now: read-only, as static broker
-    configs are."""
+    """The properties coterie reads and the ones changed at run time, with their values
+    now. Only the broker synonyms of topic configs can change at run time; the others are
+    read-only, as Kafka's static broker configs are."""
     config = ctx.services.config
+    layers = _dynamic_layers(ctx)
     defaults = {**GROUP_DEFAULTS, **DEFAULTS}
-    props = {**defaults, **config.props}
+    static = {**defaults, **config.props}
     out = []
-    for name in sorted(props):
-        value = props[name]
-        default = defaults.get(name)
+    for name in sorted({*static, *layers[CLUSTER_SCOPE], *layers[BROKER_SCOPE]}):
         synonyms: list[tuple[str, str | None, int]] = []
+        for layer, source in ((layers[BROKER_SCOPE], DYNAMIC_BROKER_CONFIG),
+                              (layers[CLUSTER_SCOPE], DYNAMIC_DEFAULT_BROKER_CONFIG)):
+            if name in layer:
+                synonyms.append((name, layer[name], source))
         if name in config.explicit:
-            synonyms.append((name, value, STATIC_BROKER_CONFIG))
-        if default is not None:
-            synonyms.append((name, default, DEFAULT_CONFIG))
-        source = STATIC_BROKER_CONFIG if name in config.explicit else DEFAULT_CONFIG
-        out.append(DescribedConfig(name, value, source, _type_of(value), tuple(synonyms),
-                                   read_only=True, sensitive=_sensitive(name)))
+            synonyms.append((name, static[name], STATIC_BROKER_CONFIG))
+        if name in defaults:
+            synonyms.append((name, defaults[name], DEFAULT_CONFIG))
+        value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (
+            static.get(name), DEFAULT_CONFIG)
+        out.append(DescribedConfig(name, value, source, _type_of(value or ""),
+                                   tuple(synonyms), read_only=name not in DYNAMIC_KEYS,
+                                   sensitive=_sensitive(name)))
     return out
 
 
@@ -182,9 +204,8 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
                validate_only: bool) -> None:
     kind, name = resource.resource_type, resource.resource_name
     if kind == BROKER:
-        raise _Refused(ErrorCode.invalid_request,
-                       "coterie cannot change broker configs at run time yet; set them in the "
-                       "broker's properties file and restart it")
+        _alter_broker(ctx, resource, incremental, validate_only)
+        return
     if kind == GROUP and ctx.services.group_configs is not None:
         _alter_group(ctx, resource, incremental, validate_only)
         return
@@ -237,6 +258,45 @@ def _alter_group(ctx: RequestContext, resource: Any, incremental: bool,
         raise _Refused(ErrorCode.kafka_storage_error,
                        f"cannot write the configs of group '{resource.resource_name}': {e}"
                        ) from e
+
+
+def _alter_broker(ctx: RequestContext, resource: Any, incremental: bool,
+                  validate_only: bool) -> None:
+    """Dynamic broker configs (coterie.broker.dynamic_configs): resource name "" for the
+    cluster-wide default, this broker's id for this broker."""
+    store = ctx.services.dynamic_configs
+    config = ctx.services.config
+    name = resource.resource_name
+    if name == "":
+        scope = CLUSTER_SCOPE
+    elif name.strip() == str(config.node_id):
+        scope = BROKER_SCOPE
+    else:
+        raise _Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected "
+                                                  f"{config.node_id} or empty string, but "
+                                                  f"received {name}")
+    if store is None:
+        raise _Refused(ErrorCode.invalid_request, "broker configs cannot change at run time")
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise _Refused(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    configs = _new_set(dict(store.layers[scope]), resource.configs, incremental, "broker")
+    try:
+        store.check(configs)
+        layers = store.with_scope(scope, configs)
+        effective = store.overlay(config.props, layers)
+        ctx.services.logs.set_broker_props(effective, check_only=True)
+        if validate_only:
+            return
+        store.save(layers)
+        ctx.services.logs.set_broker_props(effective)
+    except NotDynamic as e:
+        raise _Refused(ErrorCode.invalid_request, str(e)) from e
+    except InvalidConfigError as e:
+        raise _Refused(ErrorCode.invalid_config, str(e)) from e
+    except OSError as e:
+        raise _Refused(ErrorCode.kafka_storage_error,
+                       f"cannot write the broker configs: {e}") from e
 
 
 def _alter_loggers(ctx: RequestContext, resource: Any, incremental: bool,
