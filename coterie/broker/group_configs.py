@@ -20,6 +20,7 @@ from pathlib import Path
 
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.log.config import DEFAULT_CONFIG, INT, STRING, DescribedConfig
+from coterie.log.config_docs import GROUP_CONFIG_DOCS
 from coterie.log.errors import InvalidConfigError
 from coterie.log.files import atomic_write
 
@@ -126,7 +127,8 @@ class GroupConfigs:
             # Kafka lists one synonym: the group's own setting, or else the default.
             value, source = (own[name], GROUP_CONFIG_SOURCE) if name in own else (
                 default, DEFAULT_CONFIG)
-            out.append(DescribedConfig(name, value, source, d.type, ((name, value, source),)))
+            out.append(DescribedConfig(name, value, source, d.type, ((name, value, source),),
+                                       documentation=GROUP_CONFIG_DOCS.get(name)))
         return out
 
     def current(self, group_id: str) -> dict[str, str]:

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from coterie.log.config_docs import TOPIC_CONFIG_DOCS
 from coterie.log.errors import InvalidConfigError
 
 LONG_MAX = 2**63 - 1
@@ -346,6 +347,7 @@ class DescribedConfig:
     synonyms: tuple[tuple[str, str | None, int], ...]
     read_only: bool = False
     sensitive: bool = False
+    documentation: str | None = None  # what the config means (coterie.log.config_docs)
 
 
 def describe_topic_configs(broker_props: Mapping[str, str],
@@ -386,5 +388,6 @@ def describe_topic_configs(broker_props: Mapping[str, str],
             value, source = synonyms[0][1], synonyms[0][2]
         else:
             value, source = resolved.get(name, d.default), DEFAULT_CONFIG
-        out.append(DescribedConfig(name, value, source, d.type, tuple(synonyms)))
+        out.append(DescribedConfig(name, value, source, d.type, tuple(synonyms),
+                                   documentation=TOPIC_CONFIG_DOCS.get(name)))
     return out

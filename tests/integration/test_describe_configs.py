@@ -520,3 +520,18 @@ def test_dynamic_broker_configs(coterie_factory):
     broker.restart_after_kill9()
     with RawConnection(broker.host, broker.port) as conn:
         assert _by_name(_describe(conn, TOPIC, "dyn"))["retention.bytes"][:2] == ("777777", 3)
+
+
+def test_documentation_is_given_when_asked(coterie):
+    """include_documentation: every topic and group config carries what it means; without
+    it, none (as Kafka leaves it out)."""
+    admin = AdminClient({"bootstrap.servers": coterie.bootstrap})
+    admin.create_topics([NewTopic("documented", 1, 1)])["documented"].result(30)
+    with RawConnection(coterie.host, coterie.port) as conn:
+        for kind, name in ((TOPIC, "documented"), (GROUP, "any-group")):
+            asked = conn.request(DescribeConfigsRequest(resources=(DescribeConfigsResource(
+                resource_type=kind, resource_name=name, configuration_keys=None),),
+                include_synonyms=False, include_documentation=True)).results[0]
+            assert asked.configs and all(c.documentation for c in asked.configs)
+            plain = _describe(conn, kind, name)
+            assert all(c.documentation is None for c in plain.configs)

@@ -10,7 +10,8 @@ STATIC_BROKER_CONFIG when set in the file or on the command line, DEFAULT_CONFIG
 Resource name "" of a broker is the cluster-wide dynamic default, of which coterie has none
 (an empty list, as Kafka answers when none is set). Group configs are in
 coterie.broker.group_configs, broker loggers (their levels, changed at run time) in
-coterie.broker.loggers. Documentation strings are not given (null), even when asked.
+coterie.broker.loggers. Asked for documentation, topic and group configs carry a sentence
+on what they mean (coterie.log.config_docs); broker properties carry none (null).
 
 A topic's configs change as Kafka changes them: IncrementalAlterConfigs sets, deletes,
 appends to or subtracts from single settings (append and subtract only for list settings,
@@ -56,10 +57,13 @@ TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 
 def describe_configs(ctx: RequestContext, request: Any) -> Any:
     synonyms = bool(getattr(request, "include_synonyms", False))
-    return ctx.respond({"results": [_describe(ctx, r, synonyms) for r in request.resources]})
+    docs = bool(getattr(request, "include_documentation", False))
+    return ctx.respond({"results": [_describe(ctx, r, synonyms, docs)
+                                    for r in request.resources]})
 
 
-def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, Any]:
+def _describe(ctx: RequestContext, resource: Any, synonyms: bool,
+              docs: bool = False) -> dict[str, Any]:
     kind, name = resource.resource_type, resource.resource_name
     result: dict[str, Any] = {"resource_type": kind, "resource_name": name,
                               "error_code": ErrorCode.none, "error_message": None,
@@ -100,15 +104,16 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
     if keys is not None:
         wanted = set(keys)
         described = [d for d in described if d.name in wanted]
-    result["configs"] = [_entry(d, synonyms) for d in described]
+    result["configs"] = [_entry(d, synonyms, docs) for d in described]
     return result
 
 
-def _entry(d: DescribedConfig, synonyms: bool) -> dict[str, Any]:
+def _entry(d: DescribedConfig, synonyms: bool, docs: bool) -> dict[str, Any]:
     hide = d.sensitive  # a password's value is never sent, as in Kafka
     return {"name": d.name, "value": None if hide else d.value, "read_only": d.read_only,
             "config_source": d.source, "is_default": d.source == DEFAULT_CONFIG,
-            "is_sensitive": d.sensitive, "config_type": d.type, "documentation": None,
+            "is_sensitive": d.sensitive, "config_type": d.type,
+            "documentation": d.documentation if docs else None,
             "synonyms": [{"name": n, "value": None if hide else v, "source": s}
                          for n, v, s in d.synonyms] if synonyms else []}
 

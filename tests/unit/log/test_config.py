@@ -102,3 +102,12 @@ def test_described_topic_configs_name_their_source_and_primary_synonym():
     # Reached through another unit: the value, but no synonym and the default's source.
     retention = described["retention.ms"]
     assert (retention.value, retention.source, retention.synonyms) == ("120000", 5, ())
+
+
+def test_every_described_config_has_its_documentation():
+    from coterie.broker.group_configs import GROUP_CONFIG_DEFS
+    from coterie.log.config import TOPIC_CONFIG_DEFS
+    from coterie.log.config_docs import GROUP_CONFIG_DOCS, TOPIC_CONFIG_DOCS
+
+    assert set(TOPIC_CONFIG_DOCS) == set(TOPIC_CONFIG_DEFS)
+    assert set(GROUP_CONFIG_DOCS) == set(GROUP_CONFIG_DEFS)
