@@ -125,6 +125,13 @@ from kio.schema.sync_group.v5.request import (
 from kio.serial import entity_reader
 
 from coterie.wire.codec import encode_request
+from coterie.wire.consumer_protocol import (
+    Assignment,
+    Subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from coterie.wire.framing import FrameBuffer
 
 TOPIC = "load-bench"
 CLIENT_ID = "load-bench"
@@ -136,27 +143,21 @@ TARGET_P99_MS = 50.0
 TARGET_KIB_PER_MEMBER = 3.0
 TARGET_MEMBERS = 10_000
 _SIZE = struct.Struct(">i")
-_I16 = struct.Struct(">h")
 # states of a member
 IDLE, JOINING, SYNCING, STABLE = range(4)
 
 
 # -- consumer-protocol bytes of the classic protocol (Kafka's embedded protocol, v0) ----------
 
-def _string(s: str) -> bytes:
-    raw = s.encode()
-    return _I16.pack(len(raw)) + raw
-
-
 def subscription_v0(topic: str) -> bytes:
-    """ConsumerProtocolSubscription v0: version, [topic], user data (null)."""
-    return _I16.pack(0) + _SIZE.pack(1) + _string(topic) + _SIZE.pack(-1)
+    """ConsumerProtocolSubscription v0 of `topic`, as coterie's own members write it."""
+    return encode_subscription(Subscription(topics=(topic,), version=0))
 
 
 def assignment_v0(topic: str, partitions: list[int]) -> bytes:
-    """ConsumerProtocolAssignment v0: version, [topic, [partition]], user data (null)."""
-    return (_I16.pack(0) + _SIZE.pack(1) + _string(topic) + _SIZE.pack(len(partitions))
-            + b"".join(_SIZE.pack(p) for p in partitions) + _SIZE.pack(-1))
+    """ConsumerProtocolAssignment v0 of `partitions` of `topic`."""
+    return encode_assignment(Assignment(
+        partitions=frozenset((topic, p) for p in partitions), version=0))
 
 
 # -- one generator process ---------------------------------------------------------------------
@@ -173,7 +174,7 @@ class Member:
     sent_at: float = 0.0
     due: float = 0.0  # next heartbeat (0 = none scheduled)
     hb_since_sync: int = 0
-    rbuf: bytearray = field(default_factory=bytearray)
+    frames: FrameBuffer = field(default_factory=lambda: FrameBuffer(2**31 - 1))
     steady: bytearray = field(default_factory=bytearray)  # pre-encoded heartbeat
     assigned: tuple[TopicPartitions, ...] = ()
     ack: bool = False  # consumer: the owned partitions must be reported
@@ -428,15 +429,9 @@ class Generator:
             self.ep.unregister(m.sock.fileno())
             m.inflight, m.state = "", IDLE
             return
-        buf = m.rbuf
-        buf += chunk
+        m.frames.feed(chunk)
         now = time.perf_counter()
-        while len(buf) >= 4:
-            end = 4 + _SIZE.unpack_from(buf, 0)[0]
-            if len(buf) < end:
-                break
-            frame = bytes(buf[4:end])
-            del buf[:end]
+        while (frame := m.frames.next_frame()) is not None:
             self.on_frame(m, frame, now)
 
     def fire_timers(self) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from coterie.broker.config import CONSUMER_GROUP_INT_SETTINGS
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.log.config import DEFAULT_CONFIG, INT, STRING, DescribedConfig
 from coterie.log.config_docs import GROUP_CONFIG_DOCS
@@ -81,17 +82,6 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {
         INT, "group.streams.initial.rebalance.delay.ms", "3000"),
 }
 
-# Where the consumer keys' defaults and bounds come from: the coordinator's own settings.
-_CONSUMER_FIELDS = {
-    "group.consumer.session.timeout.ms": "session_timeout_ms",
-    "group.consumer.min.session.timeout.ms": "min_session_timeout_ms",
-    "group.consumer.max.session.timeout.ms": "max_session_timeout_ms",
-    "group.consumer.heartbeat.interval.ms": "heartbeat_interval_ms",
-    "group.consumer.min.heartbeat.interval.ms": "min_heartbeat_interval_ms",
-    "group.consumer.max.heartbeat.interval.ms": "max_heartbeat_interval_ms",
-}
-
-
 class GroupConfigs:
     """The groups' own settings, durable in the data directory. `apply(group_id,
     session_ms, heartbeat_ms)` hands the consumer keys to the coordinator."""
@@ -114,7 +104,8 @@ class GroupConfigs:
             self._hand_over(group_id)
 
     def _broker_value(self, key: str, fallback: str) -> str:
-        field = _CONSUMER_FIELDS.get(key)
+        # The consumer keys' defaults and bounds: the coordinator's own settings.
+        field = CONSUMER_GROUP_INT_SETTINGS.get(key)
         if field is not None:
             return str(getattr(self._consumer, field))
         return self._props.get(key, fallback)

@@ -232,18 +232,24 @@ class ClientConnection(Connection, asyncio.Protocol):
                     self.busy = True
                     asyncio.get_running_loop().call_soon(self._next_turn)
                     return
-        except (FrameTooLarge, CloseConnection) as e:
-            log.warning("closing connection from %s: %s", self.peer, e)
-            self.close()
-            return
-        except Exception:
-            log.exception("closing connection from %s: serving it failed", self.peer)
-            self.close()
+        except Exception as e:
+            self._give_up(e)
             return
         if not transport.is_reading():
             self._update_reading()
         if self.eof and not self.closed:
             self.close()
+
+    def _give_up(self, error: BaseException) -> None:
+        """Close the connection after `error`: a refusal (oversized or undecodable frame,
+        a handler's CloseConnection) with one warning line, a bug of ours with its
+        traceback, a client gone or a broker stopping quietly."""
+        if isinstance(error, FrameTooLarge | CloseConnection):
+            log.warning("closing connection from %s: %s", self.peer, error)
+        elif not isinstance(error, ConnectionError | asyncio.CancelledError):
+            log.error("closing connection from %s: serving it failed", self.peer,
+                      exc_info=error)
+        self.close()
 
     def _next_turn(self) -> None:
         self.busy = False
@@ -270,17 +276,8 @@ class ClientConnection(Connection, asyncio.Protocol):
             elif out is not None:
                 assert self.transport is not None
                 self.transport.write(out)
-        except CloseConnection as e:
-            log.warning("closing connection from %s: %s", self.peer, e)
-            self.close()
-            return
-        except (ConnectionError, asyncio.CancelledError):
-            # The client went away, or the broker stops: end quietly.
-            self.close()
-            return
-        except Exception:
-            log.exception("closing connection from %s: answering it failed", self.peer)
-            self.close()
+        except (Exception, asyncio.CancelledError) as e:
+            self._give_up(e)
             return
         finally:
             self.task = None

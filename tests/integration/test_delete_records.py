@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import datetime
 import json
-import subprocess
-import sys
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.delete_records.v2.request import (
@@ -28,7 +25,7 @@ from kio.schema.delete_records.v2.request import (
 )
 from kio.schema.errors import ErrorCode
 
-from tests.fixtures.reference_broker import load_reference_kafka, reference_tools_missing
+from tests.fixtures.reference_broker import kafka_tool
 from tests.kafka_raw import RawConnection
 
 
@@ -97,11 +94,6 @@ def test_delete_records(coterie):
 
 
 def test_kafka_delete_records_tool(coterie, tmp_path):
-    missing = reference_tools_missing()
-    if missing:
-        pytest.skip("kafka-delete-records needs java and mvn on PATH: missing "
-                    + ", ".join(missing))
-    lib = load_reference_kafka().fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True))
     admin = AdminClient({"bootstrap.servers": coterie.bootstrap})
     admin.create_topics([NewTopic("tooled", 1, 1)])["tooled"].result(30)
     producer = Producer({"bootstrap.servers": coterie.bootstrap})
@@ -111,12 +103,8 @@ def test_kafka_delete_records_tool(coterie, tmp_path):
     spec = tmp_path / "offsets.json"
     spec.write_text(json.dumps({"partitions": [{"topic": "tooled", "partition": 0,
                                                 "offset": 5}], "version": 1}))
-    done = subprocess.run(
-        ["java", "-Xmx256m", "-cp", f"{lib}/*", "org.apache.kafka.tools.DeleteRecordsCommand",
-         "--bootstrap-server", coterie.bootstrap, "--offset-json-file", str(spec)],
-        capture_output=True, timeout=120)
-    out = done.stdout.decode(errors="replace")
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    out = kafka_tool("org.apache.kafka.tools.DeleteRecordsCommand", coterie.bootstrap,
+                     "--offset-json-file", str(spec))
     assert "low_watermark: 5" in out, out
 
 
@@ -147,16 +135,8 @@ def test_describe_log_dirs(coterie, tmp_path):
             DescribableLogDirTopic(topic="nowhere", partitions=(0,)))))
         assert [(t.name, [p.partition_index for p in t.partitions])
                 for t in asked.results[0].topics] == [("sized", [1])]
-    missing = reference_tools_missing()
-    if missing:
-        pytest.skip("kafka-log-dirs needs java and mvn on PATH: missing " + ", ".join(missing))
-    lib = load_reference_kafka().fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True))
-    done = subprocess.run(
-        ["java", "-Xmx256m", "-cp", f"{lib}/*", "org.apache.kafka.tools.LogDirsCommand",
-         "--bootstrap-server", coterie.bootstrap, "--describe", "--topic-list", "sized"],
-        capture_output=True, timeout=120)
-    out = done.stdout.decode(errors="replace")
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    out = kafka_tool("org.apache.kafka.tools.LogDirsCommand", coterie.bootstrap, "--describe",
+                     "--topic-list", "sized")
     report = json.loads(out.strip().splitlines()[-1])
     (broker,) = report["brokers"]
     partitions = {p["partition"]: p["size"] for d in broker["logDirs"] for p in d["partitions"]}

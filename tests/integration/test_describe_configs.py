@@ -23,13 +23,10 @@ survive a kill -9, and Kafka's kafka-configs tool alters and describes them.
 from __future__ import annotations
 
 import datetime
-import subprocess
-import sys
 import time
 import uuid
 from typing import Any
 
-import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -53,9 +50,10 @@ from kio.schema.incremental_alter_configs.v1.request import (
     IncrementalAlterConfigsRequest,
 )
 
-from tests.fixtures.reference_broker import load_reference_kafka, reference_tools_missing
+from tests.fixtures.reference_broker import kafka_tool
 from tests.kafka_raw import RawConnection
 
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"  # kafka-configs
 SETTINGS = {"log.segment.bytes": "5000000", "log.retention.hours": "100"}
 TOPIC, BROKER = 2, 4
 TOPIC_SOURCE, STATIC, DEFAULT = 1, 4, 5
@@ -178,20 +176,12 @@ def test_describe_configs_of_the_broker_resource_name_must_be_this_broker(coteri
 def test_kafka_topics_describe_prints_the_topic_configs(coterie_factory, tmp_path):
     """Kafka 4.2.1's kafka-topics --describe (it failed with "The node does not support
     DESCRIBE_CONFIGS"): the topic's own configs in its Configs column."""
-    missing = reference_tools_missing()
-    if missing:
-        pytest.skip("kafka-topics needs java and mvn on PATH: missing " + ", ".join(missing))
-    lib = load_reference_kafka().fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True))
     broker = coterie_factory(config=SETTINGS)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("described", 2, 1, config={"retention.ms": "1000"})])[
         "described"].result(30)
-    done = subprocess.run(
-        ["java", "-Xmx256m", "-cp", f"{lib}/*", "org.apache.kafka.tools.TopicCommand",
-         "--bootstrap-server", broker.bootstrap, "--describe", "--topic", "described"],
-        capture_output=True, timeout=120)
-    out = done.stdout.decode(errors="replace")
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    out = kafka_tool("org.apache.kafka.tools.TopicCommand", broker.bootstrap, "--describe",
+                     "--topic", "described")
     assert "PartitionCount: 2" in out, out
     assert "retention.ms=1000" in out, out
     assert "segment.bytes=5000000" in out, out
@@ -283,20 +273,12 @@ def test_alter_configs(coterie_factory):
 
 def test_kafka_configs_alters_and_describes_a_topic(coterie, tmp_path):
     """Kafka 4.2.1's kafka-configs: --alter --add-config, then --describe."""
-    missing = reference_tools_missing()
-    if missing:
-        pytest.skip("kafka-configs needs java and mvn on PATH: missing " + ", ".join(missing))
-    lib = load_reference_kafka().fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True))
     admin = AdminClient({"bootstrap.servers": coterie.bootstrap})
     admin.create_topics([NewTopic("configured", 1, 1)])["configured"].result(30)
 
     def tool(*args: str) -> str:
-        done = subprocess.run(
-            ["java", "-Xmx256m", "-cp", f"{lib}/*", "kafka.admin.ConfigCommand",
-             "--bootstrap-server", coterie.bootstrap, "--entity-type", "topics",
-             "--entity-name", "configured", *args], capture_output=True, timeout=120)
-        assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
-        return done.stdout.decode(errors="replace")
+        return kafka_tool(CONFIG_COMMAND, coterie.bootstrap, "--entity-type", "topics",
+                          "--entity-name", "configured", *args)
 
     tool("--alter", "--add-config", "retention.ms=7000,cleanup.policy=[delete,compact]")
     described = tool("--describe")
@@ -324,7 +306,7 @@ def _heartbeat_interval(conn: RawConnection, group: str, member_id: str, epoch: 
     return conn.request(ConsumerGroupHeartbeatRequest(
         group_id=group, member_id=member_id, member_epoch=epoch, instance_id=None,
         rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
-        subscribed_topic_names=("plain",) if epoch == 0 else None,
+        subscribed_topic_names=("grouped",) if epoch == 0 else None,
         subscribed_topic_regex=None, server_assignor=None,
         topic_partitions=() if epoch == 0 else None))
 
@@ -336,7 +318,7 @@ def group_scenario(bootstrap: str) -> None:
     default."""
     host, port = bootstrap.rsplit(":", 1)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("plain", 1, 1)])["plain"].result(30)
+    admin.create_topics([NewTopic("grouped", 1, 1)])["grouped"].result(30)
     with RawConnection(host, int(port)) as conn:
         described = _describe(conn, GROUP, "tuned-group")
         assert described.error_code == ErrorCode.none
@@ -437,18 +419,10 @@ def test_broker_loggers_are_described_and_their_levels_change_at_run_time(coteri
         assert _raw_alter(conn, loggers, "1", ("coterie.broker", None, 1)).error_code == (
             ErrorCode.none)
         assert _by_name(_describe(conn, loggers, "1"))["coterie.broker"][0] != "DEBUG"
-    missing = reference_tools_missing()
-    if missing:
-        pytest.skip("kafka-configs needs java and mvn on PATH: missing " + ", ".join(missing))
-    lib = load_reference_kafka().fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True))
 
     def tool(*args: str) -> str:
-        done = subprocess.run(
-            ["java", "-Xmx256m", "-cp", f"{lib}/*", "kafka.admin.ConfigCommand",
-             "--bootstrap-server", coterie.bootstrap, "--entity-type", "broker-loggers",
-             "--entity-name", "1", *args], capture_output=True, timeout=120)
-        assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
-        return done.stdout.decode(errors="replace")
+        return kafka_tool(CONFIG_COMMAND, coterie.bootstrap, "--entity-type", "broker-loggers",
+                          "--entity-name", "1", *args)
 
     tool("--alter", "--add-config", "coterie.groups=DEBUG")
     assert "coterie.groups=DEBUG" in tool("--describe")

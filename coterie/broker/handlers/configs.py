@@ -63,7 +63,7 @@ def describe_configs(ctx: RequestContext, request: Any) -> Any:
 
 
 def _describe(ctx: RequestContext, resource: Any, synonyms: bool,
-              docs: bool = False) -> dict[str, Any]:
+              docs: bool) -> dict[str, Any]:
     kind, name = resource.resource_type, resource.resource_name
     result: dict[str, Any] = {"resource_type": kind, "resource_name": name,
                               "error_code": ErrorCode.none, "error_message": None,
