@@ -25,6 +25,10 @@ DEFAULTS: dict[str, str] = {
     "default.replication.factor": "1",
     "log.retention.check.interval.ms": str(5 * 60 * 1000),
     "log.flush.scheduler.interval.ms": "1000",
+    # The log cleaner (coterie.broker.log_cleaner), Kafka's names and defaults.
+    "log.cleaner.enable": "true",
+    "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.dedupe.buffer.size": str(128 * 1024 * 1024),
     "producer.id.expiration.ms": str(24 * 60 * 60 * 1000),
     "producer.id.expiration.check.interval.ms": str(10 * 60 * 1000),
     "queued.max.requests": "500",
@@ -134,6 +138,10 @@ class BrokerConfig:
             if self.get_int(key) <= 0:
                 raise ConfigError(f"{key} must be positive")
         self.get_bool("auto.create.topics.enable")
+        self.get_bool("log.cleaner.enable")
+        for key in ("log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"):
+            if self.get_int(key) <= 0:
+                raise ConfigError(f"{key} must be positive")
         self.get_bool("group.events.enable")
         if self.get_int("group.events.partitions") <= 0:
             raise ConfigError("group.events.partitions must be positive")

@@ -396,9 +396,9 @@ class GroupRuntime:
         return expired
 
     def compact(self, min_segments: int = 2) -> int:
-        """Compaction of __consumer_offsets by snapshot: each partition that has grown to
-        `min_segments` segments is rewritten as the last value of every live key its shard
-        holds (`OffsetsLog.compact`). Returns partitions compacted."""
+        """Bound what a reload of __consumer_offsets replays (`OffsetsLog.compact`: on the
+        broker, roll partitions with much history for the log cleaner). Returns how many
+        partitions were compacted or rolled."""
         now = self.now_ms()
         # A partition with open transactions waits: their pending offsets belong in their
         # producers' transactional batches, which a snapshot of live values cannot restate.

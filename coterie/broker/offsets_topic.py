@@ -4,7 +4,7 @@ The runtime (`coterie.broker.groups`) needs these things of its log: append a re
 records to one partition as one batch (a transactional batch of a producer, for
 TxnOffsetCommit), append a transaction marker, read a partition's records back at start-up
 (with the producer of transactional ones, and the markers), say how many partitions there
-are, and rewrite a partition as a snapshot (compaction). `OffsetsLog` names them;
+are, and bound the history a reload replays (compaction). `OffsetsLog` names them;
 `OffsetsTopic` does them on the broker's real log, `MemoryOffsetsLog` in memory, for tests of
 the runtime (it can also be told to refuse appends, like a full disk).
 """
@@ -33,8 +33,8 @@ from coterie.wire.txn_markers import COMMIT, control_batch, marker_type
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
 SNAPSHOT_CHUNK = 1000  # records per batch when a partition is rewritten as a snapshot
-# Fewest records of history since the last snapshot that make a partition worth compacting
-# on its own (below it, only a rolled segment does).
+# Fewest records written since the last roll that make the active segment worth rolling for
+# the cleaner (below it, only a full segment rolls).
 DIRTY_FLOOR = 20_000
 
 
@@ -80,13 +80,15 @@ class OffsetsLog(Protocol):
 
     def compact(self, partition: int, live: list[Record], now_ms: int,
                 min_segments: int) -> bool:
-        """If the partition has `min_segments` segments or more: write `live` (the last
-        value of every live key) after the present end and drop everything before it."""
+        """Bound what a reload replays. The in-memory log, with `min_segments` batches or
+        more, becomes `live` (the last value of every live key); the broker's topic rolls
+        its active segment once enough history piled up there, for the log cleaner."""
         ...
 
 
 class OffsetsTopic:
-    """`OffsetsLog` over the broker's `__consumer_offsets` topic (compacted by snapshot)."""
+    """`OffsetsLog` over the broker's `__consumer_offsets` topic (compacted by the log
+    cleaner, like any compacted topic)."""
 
     def __init__(self, logs: LogManager, partitions: int) -> None:
         self.logs = logs
@@ -160,28 +162,18 @@ class OffsetsTopic:
 
     def compact(self, partition: int, live: list[Record], now_ms: int,
                 min_segments: int) -> bool:
-        """Compact when the partition has `min_segments` segments, or when the history
-        written since the last snapshot has grown as large as the live values and past
-        `DIRTY_FLOOR` records (Kafka's cleaner waits for half the log to be dirty,
-        min.cleanable.dirty.ratio 0.5): a restart then replays at most about twice the
-        live state, however many commits came before, without rewriting a large live set
-        for every few commits.
-
-        Crash-safe at any point: before the old segments go, replay sees the history
-        followed by (part of) the snapshot, whose records only restate current values;
-        after, it sees the snapshot and what followed."""
+        """Hand the history to the log cleaner (coterie.broker.log_cleaner), which
+        compacts this topic like any compacted topic: the cleaner never touches the active
+        segment, so roll it once the records written since the last roll outnumber the live
+        values and `DIRTY_FLOOR` (with the default 100 MiB segments a busy group's commits
+        would otherwise all stay in the active segment, and every restart would replay
+        them). A restart then replays the compacted sealed segments and at most about
+        that many records more, however many commits came before. `min_segments` is the
+        in-memory log's; the cleaner has its own rules. Returns whether it rolled."""
         part = self.logs.partition(OFFSETS_TOPIC, partition)
-        if part is None:
-            return False
-        dirty = self._since[partition] >= max(DIRTY_FLOOR, len(live))
-        if part.segment_count < min_segments and not dirty:
+        if part is None or self._since[partition] < max(DIRTY_FLOOR, len(live)):
             return False
         part.roll()
-        start = part.log_end_offset
-        for first in range(0, len(live), SNAPSHOT_CHUNK):
-            self.append(partition, live[first:first + SNAPSHOT_CHUNK], now_ms)
-        part.flush()
-        part.delete_segments_before(start)
         self._since[partition] = 0
         return True
 

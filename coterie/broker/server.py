@@ -44,6 +44,7 @@ from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
 from coterie.broker.handlers.api_versions import unsupported_version_answer
 from coterie.broker.large import OffLoop, encoded_off_loop
+from coterie.broker.log_cleaner import LogCleaner
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.services import ApiRange, Services
@@ -323,6 +324,11 @@ class Broker:
                 "cleanup.policy": "compact",
                 "segment.bytes": props["offsets.topic.segment.bytes"],
             })
+        self.cleaner: LogCleaner | None = None
+        if config.get_bool("log.cleaner.enable"):
+            self.cleaner = LogCleaner(
+                self.logs, self.now_ms, backoff_ms=config.get_int("log.cleaner.backoff.ms"),
+                key_budget_bytes=config.get_int("log.cleaner.dedupe.buffer.size"))
         self.groups = GroupRuntime(
             OffsetsTopic(self.logs, partitions), self.now_ms,
             group_settings(config.props, config.consumer_group_config()),
@@ -393,6 +399,8 @@ class Broker:
             self.config.port = self.port
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self.load_groups()))
+        if self.cleaner is not None:
+            self._tasks.append(asyncio.create_task(self.cleaner.run()))
         log.info("coterie listening on %s:%d (node %d, cluster %s, data %s)",
                  self.config.host, self.config.port, self.config.node_id, self.cluster_id,
                  self.config.data_dir)
@@ -414,6 +422,8 @@ class Broker:
         tasks = [*self._tasks, *(c.task for c in connections if c.task is not None)]
         for conn in connections:
             conn.close()
+        if self.cleaner is not None:
+            self.cleaner.stop()
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -463,9 +473,9 @@ class Broker:
                     if expired:
                         log.info("expired %d committed offsets", expired)
                 if self.groups.loaded:
-                    compacted = self.groups.compact()
-                    if compacted:
-                        log.info("compacted %d partitions of __consumer_offsets", compacted)
+                    rolled = self.groups.compact()
+                    if rolled and self.cleaner is not None:
+                        self.cleaner.wake()
             except Exception:
                 log.exception("housekeeping failed")
 

@@ -126,3 +126,24 @@ def decompress(codec: int, data: bytes) -> bytes:
         raise
     except Exception as exc:  # each library has its own error types
         raise DecompressionError(f"{CODEC_NAMES[codec]}: {exc}") from exc
+
+
+def compress(codec: int, data: bytes) -> bytes | None:
+    """`data` compressed with `codec` in the framing Kafka's readers accept (gzip stream,
+    raw snappy block, LZ4 frame, zstd frame), or None when this process has no library for
+    it. Only the log cleaner compresses: it rewrites a compressed batch it has thinned out
+    in the batch's own codec, and writes it uncompressed when it cannot."""
+    if codec == NONE:
+        return data
+    if codec == GZIP:
+        return gzip.compress(data)
+    cramjam = _optional("cramjam")
+    if cramjam is None:
+        return None
+    if codec == SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    return None

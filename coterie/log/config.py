@@ -146,11 +146,31 @@ class LogConfig:
     cleanup_policy: str = "delete"  # cleanup.policy / log.cleanup.policy
     # message.timestamp.type / log.message.timestamp.type
     message_timestamp_type: str = "CreateTime"
+    # The log cleaner's settings (coterie.log.cleaner), for compacted topics.
+    delete_retention_ms: int = _DAY_MS  # delete.retention.ms / log.cleaner.delete.retention.ms
+    # min.cleanable.dirty.ratio / log.cleaner.min.cleanable.ratio
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms / log.cleaner.min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms / log.cleaner.max...
 
     @property
     def deletes(self) -> bool:
         """True when time/size retention applies (cleanup.policy contains "delete")."""
         return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def compacts(self) -> bool:
+        """True when the log cleaner compacts the log (cleanup.policy contains "compact")."""
+        return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def roll_ms(self) -> int:
+        """How old the active segment may get: segment.ms, or max.compaction.lag.ms when
+        that is shorter and the log is compacted (the cleaner never touches the active
+        segment, so it must roll for the lag to be kept; Kafka's rule)."""
+        if self.compacts:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @classmethod
     def from_properties(
@@ -191,6 +211,17 @@ class LogConfig:
                 raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: {problem}")
             return ",".join(v.strip() for v in raw.split(","))
 
+        def ratio(topic_key: str, broker_key: str, default: float) -> float:
+            raw, key = topic_configs.get(topic_key), topic_key
+            if raw is None:
+                raw, key = broker_props.get(broker_key), broker_key
+            if raw is None or raw.strip() == "":
+                return default
+            problem = _ratio_check(raw.strip())
+            if problem is not None:
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: {problem}")
+            return float(raw)
+
         hour = 60 * 60 * 1000
         config = cls(
             segment_bytes=number("segment.bytes", [("log.segment.bytes", 1)], cls.segment_bytes),
@@ -229,6 +260,18 @@ class LogConfig:
             cleanup_policy=text(
                 "cleanup.policy", "log.cleanup.policy", cls.cleanup_policy, CLEANUP_POLICIES
             ),
+            delete_retention_ms=number(
+                "delete.retention.ms", [("log.cleaner.delete.retention.ms", 1)],
+                cls.delete_retention_ms),
+            min_cleanable_dirty_ratio=ratio(
+                "min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio",
+                cls.min_cleanable_dirty_ratio),
+            min_compaction_lag_ms=number(
+                "min.compaction.lag.ms", [("log.cleaner.min.compaction.lag.ms", 1)],
+                cls.min_compaction_lag_ms),
+            max_compaction_lag_ms=number(
+                "max.compaction.lag.ms", [("log.cleaner.max.compaction.lag.ms", 1)],
+                cls.max_compaction_lag_ms),
             message_timestamp_type=text(
                 "message.timestamp.type",
                 "log.message.timestamp.type",
@@ -250,6 +293,9 @@ class LogConfig:
             ("flush.messages", self.flush_messages, 1, LONG_MAX),
             ("flush.ms", self.flush_ms, 0, LONG_MAX),
             ("max.message.bytes", self.max_message_bytes, 0, INT_MAX),
+            ("delete.retention.ms", self.delete_retention_ms, 0, LONG_MAX),
+            ("min.compaction.lag.ms", self.min_compaction_lag_ms, 0, LONG_MAX),
+            ("max.compaction.lag.ms", self.max_compaction_lag_ms, 1, LONG_MAX),
         ]
         for name, value, lo, hi in limits:
             if not lo <= value <= hi:
@@ -271,6 +317,10 @@ class LogConfig:
             "max.message.bytes": str(self.max_message_bytes),
             "cleanup.policy": self.cleanup_policy,
             "message.timestamp.type": self.message_timestamp_type,
+            "delete.retention.ms": str(self.delete_retention_ms),
+            "min.cleanable.dirty.ratio": str(self.min_cleanable_dirty_ratio),
+            "min.compaction.lag.ms": str(self.min_compaction_lag_ms),
+            "max.compaction.lag.ms": str(self.max_compaction_lag_ms),
         }
 
 

@@ -16,6 +16,11 @@ class CorruptRecordError(LogError):
     """A record batch failed a header, length or CRC check (Kafka: CORRUPT_MESSAGE)."""
 
 
+class InvalidRecordError(LogError):
+    """A well-formed record the log may not hold (a record without a key in a compacted
+    topic): INVALID_RECORD."""
+
+
 class RecordTooLargeError(LogError):
     """A batch is larger than the topic's max.message.bytes (Kafka: MESSAGE_TOO_LARGE)."""
 

@@ -331,6 +331,11 @@ class LogManager:
 
     # --------------------------------------------------------------------- maintenance
 
+    def compacted_partitions(self) -> list[tuple[str, int, PartitionLog]]:
+        """Every partition the log cleaner looks after (cleanup.policy has "compact")."""
+        return [(name, index, log) for (name, index), log in self._logs.items()
+                if log.config.compacts]
+
     def enforce_retention(self, now_ms: int) -> int:
         """Apply retention to every partition; returns the number of segments deleted."""
         return sum(log.enforce_retention(now_ms) for log in self._logs.values())

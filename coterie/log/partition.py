@@ -26,15 +26,30 @@ them all back at once (done for partitions just created, which nobody uses yet).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
 from coterie.log.batch import assign_offsets, stamp_log_append_time, validate_batches
+from coterie.log.cleaner import (
+    CHECKPOINT_FILE,
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    CleanJob,
+    CleanResult,
+    SegmentView,
+    iter_batches,
+    iter_keys,
+    plan_cleaning,
+    read_checkpoint,
+)
+from coterie.log.compression import decompress
 from coterie.log.config import INT_MAX, LogConfig
 from coterie.log.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     LogError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -104,6 +119,9 @@ class PartitionLog:
         # The first offset a reader may see: the first segment's base, or above it where
         # DeleteRecords moved it (durable in LOG_START_FILE).
         self._start = segments[0].base_offset
+        # The log cleaner's checkpoint: offsets below it are compacted (CHECKPOINT_FILE).
+        self._first_dirty = 0
+        self.cleaning = False  # a cleaning pass over this partition is under way
 
     # --------------------------------------------------------------------------- opening
 
@@ -128,10 +146,11 @@ class PartitionLog:
             marker.unlink()
         recovery_point = _read_recovery_point(directory)
 
+        _complete_swaps(directory)
         bases: set[int] = set()
         others: list[tuple[int, Path]] = []
         for path in directory.iterdir():
-            if path.name.endswith(TMP_SUFFIX):
+            if path.name.endswith((TMP_SUFFIX, CLEANED_SUFFIX)):
                 path.unlink()
                 continue
             base = parse_segment_base(path.name)
@@ -164,21 +183,26 @@ class PartitionLog:
             first_unsynced = 0 if not clean else len(segments) - 1
             if not clean and recovery_point > 0:
                 first_unsynced = max(bisect_right(ordered, recovery_point) - 1, 0)
+            cuts = []
             for i, seg in enumerate(segments[:-1]):
                 if i < first_unsynced:
-                    cut += seg.load_trusted(ordered[i + 1])
+                    cuts.append(seg.load_trusted(ordered[i + 1]))
                 else:
-                    cut += seg.recover(verify_crc=True)
-            cut += segments[-1].load_tail() if clean else segments[-1].recover(verify_crc=True)
-            # A segment that ends short of the next one's base leaves a hole: everything
-            # after it is unreachable by consecutive offsets, so it goes (as in Kafka).
+                    cuts.append(seg.recover(verify_crc=True))
+            cuts.append(segments[-1].load_tail() if clean
+                        else segments[-1].recover(verify_crc=True))
+            cut = sum(cuts)
+            # A segment that lost its tail (or overlaps the next) leaves a hole: what comes
+            # after it goes (as in Kafka). A segment may end short of the next one's base
+            # without losing anything: the cleaner removes records and leaves gaps.
             for i in range(len(segments) - 1):
-                if segments[i].next_offset != segments[i + 1].base_offset:
+                if cuts[i] or segments[i].next_offset > segments[i + 1].base_offset:
                     for dropped in segments[i + 1 :]:
                         cut += dropped.size
                         dropped.delete()
                     del segments[i + 1 :]
                     break
+                segments[i].next_offset = segments[i + 1].base_offset
         except BaseException:
             for seg in segments:
                 seg.close_unwritten()
@@ -191,6 +215,7 @@ class PartitionLog:
         log._start = min(max(_read_offset_file(directory / LOG_START_FILE),
                              segments[0].base_offset), log.log_end_offset)
         log._load_producer_state()
+        log._first_dirty = read_checkpoint(directory)
         return log
 
     def _load_producer_state(self) -> None:
@@ -344,6 +369,8 @@ class PartitionLog:
                 f"The record batches are {total} bytes in one append, more than the "
                 f"segment size segment.bytes ({config.segment_bytes})"
             )
+        if config.compacts and not coordinator:
+            self._check_keys(records, headers)
         first = self.log_end_offset
         span = sum(h.last_offset_delta + 1 for h in headers)
         last = first + span - 1
@@ -382,6 +409,22 @@ class PartitionLog:
             self._last_flush_ms = now_ms
         return AppendInfo(first, last, append_time, count)
 
+    def _check_keys(self, records: bytes | bytearray | memoryview,
+                    headers: list[BatchHeader]) -> None:
+        """A compacted log keeps records by key: one without a key is refused, as Kafka
+        refuses it (the cleaner would only drop it)."""
+        for h in headers:
+            if h.is_control:
+                continue
+            try:
+                body = decompress(h.compression, bytes(records[h.position + HEADER_SIZE:h.end]))
+                if any(key is None for _, _, _, _, key, _ in iter_keys(body, h.records_count)):
+                    raise InvalidRecordError(
+                        "Compacted topic cannot accept message without key in topic "
+                        f"partition {self._directory.name}.")
+            except ValueError as exc:
+                raise CorruptRecordError(f"record batch at byte {h.position}: {exc}") from exc
+
     def _maybe_roll(self, incoming: int, last_offset: int, now_ms: int) -> None:
         active = self._segments[-1]
         if active.size == 0:
@@ -391,7 +434,7 @@ class PartitionLog:
             active.size + incoming > config.segment_bytes
             or (
                 active.first_append_ms is not None
-                and now_ms - active.first_append_ms > config.segment_ms
+                and now_ms - active.first_append_ms > config.roll_ms
             )
             or active.offset_index.is_full
             or active.time_index.is_full
@@ -564,6 +607,92 @@ class PartitionLog:
             deleted += 1
         return deleted
 
+    # ------------------------------------------------------------------------ cleaning
+
+    @property
+    def first_dirty_offset(self) -> int:
+        """Where the cleaner's next pass starts reading keys (below it, the log is
+        compacted): the checkpoint, kept within the log."""
+        if not self._start <= self._first_dirty <= self.log_end_offset:
+            return self.log_start_offset
+        return max(self._first_dirty, self._segments[0].base_offset)
+
+    def cleaning_job(self, now_ms: int, key_budget_bytes: int) -> CleanJob | None:
+        """The cleaner pass due now over this partition (coterie.log.cleaner), or None:
+        not compacted, not dirty enough, or a pass already under way."""
+        config = self._config
+        if self._closed or self.cleaning or not config.compacts or len(self._segments) < 2:
+            return None
+        first_dirty = self.first_dirty_offset
+        views = [SegmentView(seg.base_offset, seg.next_offset, seg.size, seg.log_path,
+                             seg.last_append_ms, seg.largest_time())
+                 for seg in self._segments[:-1]]
+        first_ts = None
+        if config.max_compaction_lag_ms < 2**63 - 1:
+            first_ts = self._first_timestamp_from(first_dirty)
+        aborted = tuple((a.producer_id, a.first_offset, a.last_offset)
+                        for a in self._aborted.overlapping(self._segments[0].base_offset,
+                                                           self.log_end_offset))
+        producer_last = {pid: e.last_offset for pid, e in self._producers.entries.items()}
+        return plan_cleaning(
+            views, first_dirty, self.last_stable_offset, now_ms,
+            min_dirty_ratio=config.min_cleanable_dirty_ratio,
+            min_lag_ms=config.min_compaction_lag_ms, max_lag_ms=config.max_compaction_lag_ms,
+            delete_retention_ms=config.delete_retention_ms, first_dirty_timestamp=first_ts,
+            aborted=aborted, producer_last=producer_last, key_budget_bytes=key_budget_bytes,
+            group_bytes=config.segment_bytes)
+
+    def _first_timestamp_from(self, offset: int) -> int | None:
+        """The first batch timestamp of the first sealed segment at or after `offset`."""
+        for seg in self._segments[:-1]:
+            if seg.next_offset > offset and seg.size >= HEADER_SIZE:
+                fields = next(seg.headers_from(0))[1]
+                return fields[7]  # baseTimestamp
+        return None
+
+    def install_cleaned(self, result: CleanResult) -> bool:
+        """Swap in the files a cleaner pass wrote, then move the checkpoint. Returns False
+        (and deletes them) when the log changed under the pass: a replaced segment is gone
+        (retention, DeleteRecords), or the log was closed.
+
+        Per group, crash-safe at every step: the `.cleaned` file becomes `.swap` (complete
+        and synced), the replaced segments go, the `.swap` becomes the first one's `.log`;
+        `_complete_swaps` finishes an interrupted swap at open. The indexes are built from
+        the positions the pass reported, without reading the file."""
+        current = {seg.base_offset: seg for seg in self._segments[:-1]}
+        stale = self._closed or any(
+            current.get(v.base_offset) is None or current[v.base_offset].size != v.size
+            for g in result.groups for v in g.replaced)
+        if stale:
+            for g in result.groups:
+                with contextlib.suppress(FileNotFoundError):
+                    g.path.unlink()
+            return False
+        for group in result.groups:
+            first = group.replaced[0]
+            swap = first.path.with_name(first.path.name + SWAP_SUFFIX)
+            os.replace(group.path, swap)
+            fsync_dir(self._directory)
+            old = [current[v.base_offset] for v in group.replaced]
+            at = self._segments.index(old[0])
+            for seg in old:
+                if seg in self._sealed_unflushed:
+                    self._sealed_unflushed.remove(seg)
+                seg.delete()
+                if seg is not old[0]:
+                    self._aborted.delete_file(seg.base_offset)
+            os.replace(swap, first.path)
+            fsync_dir(self._directory)
+            new = Segment(self._directory, first.base_offset, self._config, create=False,
+                          files=self._files)
+            new.adopt(group.batches, old[-1].next_offset)
+            new.release_fd()
+            self._segments[at:at + len(old)] = [new]
+        self._bases = [seg.base_offset for seg in self._segments]
+        self._first_dirty = result.cleaned_to
+        atomic_write(self._directory / CHECKPOINT_FILE, f"{result.cleaned_to}\n".encode())
+        return True
+
     def _delete_oldest(self) -> None:
         seg = self._segments.pop(0)
         self._bases.pop(0)
@@ -628,6 +757,30 @@ def _control_marker(buf: bytes | bytearray | memoryview, position: int) -> int |
         return marker_type(body[pos : pos + size]) if size >= 0 else None
     except Exception:  # a malformed control record is no marker
         return None
+
+
+def _complete_swaps(directory: Path) -> None:
+    """Finish the cleaner swaps a crash interrupted (see `install_cleaned`): each `.swap`
+    file is a complete cleaned segment; the segments whose offsets it covers go, and it
+    takes the first one's name. Segments past its last offset stay: they hold only records
+    that later ones supersede, so keeping them loses nothing."""
+    for swap in sorted(directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+        base = parse_segment_base(swap.name)
+        if base is None:
+            swap.unlink()
+            continue
+        last = base
+        for _, fields, _ in iter_batches(swap, swap.stat().st_size):
+            last = fields[0] + fields[6]
+        for path in directory.iterdir():
+            other = parse_segment_base(path.name)
+            if (other is not None and base <= other <= last and path != swap
+                    and path.name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX,
+                                            TXN_INDEX_SUFFIX))
+                    and not (other == base and path.name.endswith(TXN_INDEX_SUFFIX))):
+                path.unlink()
+        os.replace(swap, directory / f"{base:020d}{LOG_SUFFIX}")
+    fsync_dir(directory)
 
 
 def _read_recovery_point(directory: Path) -> int:

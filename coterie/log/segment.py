@@ -196,6 +196,15 @@ class Segment:
             self.max_timestamp_offset = last
         self.next_offset = last + 1
 
+    def adopt(self, batches: Sequence[tuple[int, int, int, int, int]], next_offset: int) -> None:
+        """Index a file written elsewhere (the log cleaner's), from its batches'
+        (position, base offset, last offset, size, max timestamp), without reading it, and
+        seal it: it is a sealed segment whose offsets run to `next_offset`."""
+        for position, base, last, size, max_ts in batches:
+            self._track(position, base, last, size, max_ts)
+        self.next_offset = next_offset
+        self.seal()
+
     def seal(self) -> None:
         """Record the segment's largest timestamp in its time index (on roll and close)."""
         if self.max_timestamp_offset >= 0:
@@ -418,7 +427,8 @@ class Segment:
                 f[F_MAGIC] != 2
                 or length < HEADER_SIZE
                 or position + length > size
-                or f[F_BASE_OFFSET] != expected
+                # Offsets only grow; the cleaner leaves gaps between batches (as on Kafka).
+                or f[F_BASE_OFFSET] < expected
                 or f[F_LAST_OFFSET_DELTA] < 0
                 or f[F_RECORDS_COUNT] < 0
             ):
@@ -431,8 +441,9 @@ class Segment:
                         break
                 if crc32c.crc32c(memoryview(buf)[off + CRC_START : off + length]) != f[F_CRC]:
                     break
-            last = expected + f[F_LAST_OFFSET_DELTA]
-            self._track(position, expected, last, length, f[F_MAX_TIMESTAMP])
+            base = f[F_BASE_OFFSET]
+            last = base + f[F_LAST_OFFSET_DELTA]
+            self._track(position, base, last, length, f[F_MAX_TIMESTAMP])
             expected = last + 1
             position += length
         return position

@@ -22,6 +22,7 @@ from coterie.log.batch import parse_batch_header
 from coterie.log.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
+    InvalidRecordError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
@@ -46,6 +47,9 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
     except CorruptRecordError as e:
         log.warning("rejected batch from %s for %s-%d: %s", ctx.who, topic, index, e)
         return {"index": index, "error_code": ErrorCode.corrupt_message, "base_offset": -1,
+                "log_start_offset": part.log_start_offset, "error_message": str(e)}
+    except InvalidRecordError as e:
+        return {"index": index, "error_code": ErrorCode.invalid_record, "base_offset": -1,
                 "log_start_offset": part.log_start_offset, "error_message": str(e)}
     except RecordTooLargeError as e:
         return {"index": index, "error_code": ErrorCode.message_too_large, "base_offset": -1,

@@ -52,14 +52,15 @@ def make_batch(
     magic: int = 2,
     leader_epoch: int = -1,
     producer_id: int = -1,
+    key: bytes | None = None,
 ) -> bytes:
-    """One batch holding `values` (or that many small records)."""
+    """One batch holding `values` (or that many small records), each with `key`."""
     if isinstance(values, int):
         values = [b"v%d" % i for i in range(values)]
     stamps = timestamps or [timestamp] * len(values)
     base_ts = stamps[0]
     records = b"".join(
-        _record(i, ts - base_ts, None, v)
+        _record(i, ts - base_ts, key, v)
         for i, (v, ts) in enumerate(zip(values, stamps, strict=True))
     )
     tail = (

@@ -87,7 +87,7 @@ def test_topics_and_data_survive_reopen(tmp_path):
     a = m.create_topic("a", 2, {"cleanup.policy": "compact"}, NOW)
     b = m.create_topic("b.c-d_e", 1, {}, NOW)
     m.create_partitions("a", 3, NOW)
-    m.partition("a", 1).append(make_batch(4), 0, NOW)
+    m.partition("a", 1).append(make_batch(4, key=b"k"), 0, NOW)
     m.close()
     m = LogManager.open(data_dir, {}, NOW + 5)
     assert m.topics["a"].topic_id == a.topic_id and m.topics["b.c-d_e"].topic_id == b.topic_id

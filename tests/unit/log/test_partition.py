@@ -36,11 +36,13 @@ def read_all(log: PartitionLog, start: int | None = None) -> list[bytes]:
 
 
 def fill(
-    log: PartitionLog, n: int, records: int = 2, now: int = NOW, ts: int = 1000
+    log: PartitionLog, n: int, records: int = 2, now: int = NOW, ts: int = 1000,
+    key: bytes | None = None,
 ) -> list[bytes]:
     sent = []
     for i in range(n):
-        b = make_batch([b"rec-%03d-%d" % (i, j) for j in range(records)], timestamp=ts + i)
+        b = make_batch([b"rec-%03d-%d" % (i, j) for j in range(records)], timestamp=ts + i,
+                       key=key)
         log.append(b, 0, now)
         sent.append(b)
     return sent
@@ -212,7 +214,7 @@ def test_retention_by_size(tmp_path):
 def test_retention_skipped_for_compact_policy(tmp_path):
     config = LogConfig(segment_bytes=1000, retention_bytes=0, cleanup_policy="compact")
     log = open_log(tmp_path / "p", config)
-    fill(log, 30)
+    fill(log, 30, key=b"k")
     assert log.enforce_retention(NOW) == 0
 
 

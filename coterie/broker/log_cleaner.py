@@ -1,0 +1,119 @@
+"""The broker's log cleaner task: compacts the partitions of compacted topics, one at a time.
+
+Every `log.cleaner.backoff.ms` (Kafka's name and default, 15 s) it asks each compacted
+partition whether a pass is due (coterie.log.cleaner has the rules), takes the dirtiest, and
+runs the pass on a worker thread: reading and rewriting segments takes time in proportion to
+the log, and the event loop must keep answering heartbeats meanwhile. The swap back into the
+log happens on the loop, between requests, and costs no reads. A partition that still has
+work goes again at once; when none has, the task sleeps.
+
+`__consumer_offsets` is compacted by the same cleaner: the group runtime only rolls its
+active segment when enough history has piled up (coterie.broker.offsets_topic).
+
+Settings (Kafka's names): log.cleaner.enable, log.cleaner.backoff.ms,
+log.cleaner.dedupe.buffer.size (the budget of the key map of one pass; coterie counts about
+100 bytes of Python objects per key, so it holds fewer keys than Kafka's 24 bytes each, and
+a large dirty section is cleaned in several passes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from coterie.log.cleaner import CleaningStopped, CleanJob, CleanResult, run_cleaning
+from coterie.log.manager import LogManager
+from coterie.log.partition import PartitionLog
+
+log = logging.getLogger("coterie.cleaner")
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    """What the cleaner has done since start (for logs, tests and the benchmark)."""
+
+    passes: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_removed: int = 0
+    seconds: float = 0.0
+    last: dict[str, CleanResult] = field(default_factory=dict)
+
+
+class LogCleaner:
+    """Finds the dirtiest compacted partition and cleans it, over and over."""
+
+    def __init__(self, logs: LogManager, now_ms: Callable[[], int], *, backoff_ms: int,
+                 key_budget_bytes: int) -> None:
+        self.logs = logs
+        self.now_ms = now_ms
+        self.backoff_s = backoff_ms / 1000
+        self.key_budget_bytes = key_budget_bytes
+        self.stats = CleanerStats()
+        self._stop = threading.Event()
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Look for work now instead of at the end of the backoff (tests, config changes)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Make a pass under way give up at its next segment (the broker is stopping)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                worked = await self.clean_once()
+            except Exception:
+                log.exception("log cleaner pass failed")
+                worked = False
+            if not worked:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.backoff_s)
+
+    def _dirtiest(self) -> tuple[str, PartitionLog, CleanJob] | None:
+        now = self.now_ms()
+        best: tuple[str, PartitionLog, CleanJob] | None = None
+        for name, index, part in self.logs.compacted_partitions():
+            job = part.cleaning_job(now, self.key_budget_bytes)
+            if job is not None and (best is None or job.dirty_ratio > best[2].dirty_ratio):
+                best = (f"{name}-{index}", part, job)
+        return best
+
+    async def clean_once(self) -> bool:
+        """One pass over the dirtiest partition due; False when none is."""
+        found = self._dirtiest()
+        if found is None:
+            return False
+        name, part, job = found
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        part.cleaning = True
+        try:
+            result = await asyncio.to_thread(run_cleaning, job, self._stop)
+        except CleaningStopped:
+            return False
+        finally:
+            part.cleaning = False
+        installed = part.install_cleaned(result)
+        took = loop.time() - started
+        if installed:
+            s = self.stats
+            s.passes += 1
+            s.bytes_read += result.bytes_read
+            s.bytes_written += result.bytes_written
+            s.records_removed += result.records_removed
+            s.seconds += took
+            s.last[name] = result
+            log.info("cleaned %s up to offset %d in %.2f s: %d segments into %d, %.1f MB "
+                     "read, %.1f MB written, %d records removed", name, result.cleaned_to,
+                     took, sum(len(g.replaced) for g in result.groups), len(result.groups),
+                     result.bytes_read / 1e6, result.bytes_written / 1e6,
+                     result.records_removed)
+        return installed
