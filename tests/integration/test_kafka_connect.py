@@ -13,7 +13,8 @@ The scenario: two workers of one group; a FileStreamSource connector (tasks.max=
 an input file into a three-partition topic, and a FileStreamSink connector (tasks.max=1) that
 appends that topic to an output file; both created through the REST API. What is checked:
 
-* the three internal topics exist with cleanup.policy=compact (DescribeConfigs);
+* the three internal topics exist with cleanup.policy=compact (DescribeConfigs; the data
+  topic, for contrast, with the default "delete");
 * before any failure, the output file holds exactly the input lines (as a multiset: lines
   travel through three partitions, so their order across partitions is not kept);
 * lines keep being appended to the input while the worker running the source task is
@@ -258,9 +259,8 @@ class Feeder:
                     time.sleep(pace_s)
 
 
-def _internal_topic_policies(bootstrap: str, group: str) -> dict[str, str]:
+def _cleanup_policies(bootstrap: str, names: list[str]) -> dict[str, str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    names = [f"{group}-{kind}" for kind in ("configs", "offsets", "status")]
     resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
     policies = {}
     for resource, future in admin.describe_configs(resources).items():
@@ -296,9 +296,11 @@ def test_file_source_to_file_sink_through_a_worker_kill(
             _await("connectors RUNNING", lambda: _running(a, source, both)
                    and _running(a, sink, both), 90)
 
-            # Connect made its own topics, compacted (it refuses a config topic that is not).
-            assert _internal_topic_policies(broker.bootstrap, group) == {
-                f"{group}-{kind}": "compact" for kind in ("configs", "offsets", "status")}
+            # Connect made its own topics, compacted (it refuses a config topic that is not);
+            # the data topic, made here without configs, has the default policy.
+            internal = [f"{group}-{kind}" for kind in ("configs", "offsets", "status")]
+            assert _cleanup_policies(broker.bootstrap, [*internal, topic]) == {
+                **dict.fromkeys(internal, "compact"), topic: "delete"}
 
             # Nothing fails: exactly the input lines, once each.
             feeder.append(300)
