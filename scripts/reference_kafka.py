@@ -105,8 +105,8 @@ def cache_root() -> Path:
 
 def lib_dir(version: str | None = None, jar_set: str = "lib") -> Path:
     """Directory holding one set of jars of one Kafka version: <cache root>/kafka-<version>/
-    <set>, where "lib" is the broker with its tools and "streams" is Kafka Streams with its
-    client (see `JAR_SETS`)."""
+    <set>, where "lib" is the broker with its tools, "streams" is Kafka Streams with its
+    client and "connect" a Kafka Connect worker with the file connectors (see `JAR_SETS`)."""
     return cache_root() / f"kafka-{version or kafka_version()}" / jar_set
 
 
@@ -134,14 +134,25 @@ def free_port() -> int:
 
 # Named sets of artifacts, each resolved with its runtime dependencies into its own directory:
 # the broker and its command-line tools; Kafka Streams (an application's classpath, kept apart
-# so that the broker's classpath stays what a Kafka distribution ships).
+# so that the broker's classpath stays what a Kafka distribution ships); Kafka Connect's worker
+# with the file connectors (a distributed worker's classpath, kept apart for the same reason).
 # Entries are (group, artifact, version); version None means the Kafka version in use. Kafka
-# Streams leaves the logging backend to the application: slf4j-simple (stderr) matches the
-# slf4j-api 1.7 it depends on.
+# Streams and Connect's poms leave the logging backend to the application: slf4j-simple
+# (stderr) matches the slf4j-api 1.7 they depend on.
 JAR_SETS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     "lib": (("org.apache.kafka", f"kafka_{SCALA_VERSION}", None),
             ("org.apache.kafka", "kafka-tools", None)),
     "streams": (("org.apache.kafka", "kafka-streams", None),
+                ("org.slf4j", "slf4j-simple", "1.7.36")),
+    "connect": (("org.apache.kafka", "connect-runtime", None),
+                # connect-file 4.2.1 could not be resolved from the Maven repository
+                # used here (4.2.0 could): its two file connectors depend on connect-api
+                # alone, which resolves at 4.2.1, and run on the 4.2.1 worker.
+                ("org.apache.kafka", "connect-file", "4.2.0"),
+                ("org.apache.kafka", "connect-json", None),
+                ("org.apache.kafka", "connect-api", None),
+                ("org.apache.kafka", "connect-transforms", None),
+                ("org.apache.kafka", "kafka-clients", None),
                 ("org.slf4j", "slf4j-simple", "1.7.36")),
 }
 
