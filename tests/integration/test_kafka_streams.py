@@ -47,7 +47,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tests.fixtures.reference_broker import (
     ReferenceBroker,
@@ -211,6 +211,12 @@ def _internal_topics(broker: Any, source: str) -> list[str]:
     return sorted(t for t in names if t.startswith(app + "-"))
 
 
+def _cleanup_policy(broker: Any, topic: str) -> str:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    return next(iter(described.values())).result(20)["cleanup.policy"].value
+
+
 def _count(broker: Any, topics: list[str], isolation: str) -> int:
     """Records readable in `topics` from the start under `isolation` (control records are
     never counted: clients drop them)."""
@@ -312,6 +318,10 @@ def test_wordcount_exactly_once_v2_through_instance_and_broker_kills(
             # The kills did abort transactions with records in them: the output or the
             # application's internal topics hold records that read_committed never showed.
             topics = [source.replace("wc-in", "wc-out"), *_internal_topics(broker, source)]
+            # The state store's changelog is a compacted topic (Streams creates it so).
+            changelogs = [t for t in topics if t.endswith("-changelog")]
+            assert changelogs and all(_cleanup_policy(broker, t) == "compact"
+                                      for t in changelogs)
             assert _count(broker, topics, "read_uncommitted") > _count(
                 broker, topics, "read_committed"), "no kill landed in an open transaction"
         finally:
