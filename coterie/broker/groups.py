@@ -341,7 +341,7 @@ class GroupRuntime:
         when the handle fires early, `_fire` re-arms it for the rest. That saves a cancel
         and a new loop timer per heartbeat."""
         loop: asyncio.AbstractEventLoop | None = None
-        now = self.now_ms()
+        now = -1
         for op in ops:
             key, deadline = op.key, op.deadline_ms
             armed = self._timers.get(key)
@@ -353,6 +353,8 @@ class GroupRuntime:
                 del self._timers[key]
             if deadline is not None:
                 loop = loop or asyncio.get_running_loop()
+                if now < 0:
+                    now = self.now_ms()
                 self._arm(loop, key, deadline, now)
 
     def _arm(self, loop: asyncio.AbstractEventLoop, key: TimerKey, deadline: int,

@@ -110,3 +110,21 @@ def test_half_sent_frame_then_disconnect_leaves_broker_healthy(coterie):
     time.sleep(0.2)
     with RawConnection(coterie.host, coterie.port) as c2:
         assert c2.request(ApiVersionsV0()).error_code == ErrorCode.none
+
+
+def test_repeated_requests_are_answered_each_in_its_own_right(coterie):
+    """The broker remembers the last small request of a connection, decoded, and reuses it
+    when the same bytes come again with another correlation id (Broker._handle_frame). Each
+    answer must still carry its own correlation id, and a request that differs in any byte
+    must be decoded afresh."""
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+    from kio.schema.describe_groups.v5.response import DescribeGroupsResponse
+
+    with RawConnection(coterie.host, coterie.port) as conn:
+        for round_ in range(3):
+            for group in ("memo-a", "memo-b", "memo-b", "memo-a"):
+                sent = conn.send(DescribeGroupsRequest(groups=(group,),
+                                                       include_authorized_operations=False))
+                correlation, answer = conn.recv(DescribeGroupsResponse)
+                assert correlation == sent
+                assert [g.group_id for g in answer.groups] == [group], (round_, group)
