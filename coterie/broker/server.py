@@ -75,8 +75,10 @@ TURN_S = 0.005
 UNSENT_LIMIT = 1024 * 1024
 # Request bytes a connection may have waiting while one of its answers is awaited.
 READ_LIMIT = 2 * READ_CHUNK
-# Requests up to this size are remembered per connection, decoded (`Broker._handle_frame`).
-MEMO_MAX_BYTES = 512
+# Recent requests up to this size are kept decoded, this many (`Broker._handle_frame`).
+DECODED_MAX_BYTES = 512
+DECODED_MAX_ENTRIES = 2048
+_DECODED: dict[bytes, tuple[Any, Any]] = {}
 _CORRELATION = struct.Struct(">i")
 
 
@@ -122,7 +124,6 @@ class ClientConnection(Connection, asyncio.Protocol):
         "closed",
         "eof",
         "frames",
-        "memo",
         "peer",
         "task",
         "transport",
@@ -140,8 +141,6 @@ class ClientConnection(Connection, asyncio.Protocol):
         self.closed = False
         self.eof = False
         self.task: asyncio.Task | None = None
-        # The last small request decoded here (`Broker._handle_frame`).
-        self.memo: tuple[bytes, Any, Any] | None = None
 
     # -- asyncio's callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -225,7 +224,7 @@ class ClientConnection(Connection, asyncio.Protocol):
                 frame = self.frames.next_frame()
                 if frame is None:
                     break
-                out = broker._handle_frame(frame, self.peer, self)
+                out = broker._handle_frame(frame, self.peer)
                 if type(out) is CoroutineType or type(out) is RawResponse:
                     self.busy = True
                     self.task = asyncio.get_running_loop().create_task(self._finish(out))
@@ -505,16 +504,18 @@ class Broker:
             return
         loop.default_exception_handler(context)
 
-    def _handle_frame(self, frame: bytes, peer: str, conn: ClientConnection | None = None) -> Any:
+    def _handle_frame(self, frame: bytes, peer: str) -> Any:
         """Decode, dispatch and encode one request. Returns the encoded answer (bytes, or a
         RawResponse to stream), None for no answer, or, for an async handler, a coroutine
         that returns one of those: most requests are answered without an await.
 
-        A client repeats itself: a settled member's heartbeat is the same bytes every time
-        but for the correlation id. `conn.memo` keeps the last small request decoded on the
-        connection, keyed by its bytes without the correlation id; the same bytes again are
-        the same (immutable) request, so the bounds walk and kio's decode, half the cost of
-        such a request, are skipped."""
+        Clients repeat themselves: a settled member's heartbeat is the same bytes every time
+        but for the correlation id. `_DECODED` keeps recent small requests decoded, keyed by
+        their bytes without the correlation id; the same bytes again are the same
+        (immutable) request, so the bounds walk and kio's decode, half the cost of such a
+        request, are skipped. The cache is small and shared (one per connection cost 1 KiB
+        per member at 10,000 members): it pays off when requests come fast, which is when
+        their cost matters."""
         try:
             api_key, version = peek_api(frame)
         except DecodeError as e:
@@ -528,12 +529,13 @@ class Broker:
             if api is None:
                 raise CloseConnection(f"{_who(head, peer)} sent unknown api_key={api_key}")
             return self._unsupported_version(api, head, _who(head, peer))
-        memo = conn.memo if conn is not None else None
         key = None
-        if len(frame) <= MEMO_MAX_BYTES and conn is not None:
+        decoded = None
+        if len(frame) <= DECODED_MAX_BYTES:
             key = frame[:4] + frame[8:]  # api key and version, then past the correlation id
-        if memo is not None and memo[0] == key:
-            head, request = memo[1], memo[2]
+            decoded = _DECODED.get(key)
+        if decoded is not None:
+            head, request = decoded
             correlation_id = _CORRELATION.unpack_from(frame, 4)[0]
         else:
             try:
@@ -542,7 +544,9 @@ class Broker:
                 raise CloseConnection(f"{peer}: {e}") from e
             correlation_id = head.correlation_id
             if key is not None:
-                conn.memo = (key, head, request)  # type: ignore[union-attr]
+                if len(_DECODED) >= DECODED_MAX_ENTRIES:
+                    _DECODED.clear()
+                _DECODED[key] = (head, request)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s -> %s v%d corr=%d", _who(head, peer), api.name, version,
                       correlation_id)

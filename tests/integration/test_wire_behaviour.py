@@ -113,8 +113,8 @@ def test_half_sent_frame_then_disconnect_leaves_broker_healthy(coterie):
 
 
 def test_repeated_requests_are_answered_each_in_its_own_right(coterie):
-    """The broker remembers the last small request of a connection, decoded, and reuses it
-    when the same bytes come again with another correlation id (Broker._handle_frame). Each
+    """The broker keeps recent small requests decoded and reuses one when the same bytes
+    come again with another correlation id (Broker._handle_frame). Each
     answer must still carry its own correlation id, and a request that differs in any byte
     must be decoded afresh."""
     from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
