@@ -149,10 +149,13 @@ def run_broker_process(kind: str, workdir: Path, overrides: Mapping[str, str] | 
                 proc.wait(10)
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    """Create a topic (replication 1) and wait until metadata shows every partition led."""
+def create_topic(bootstrap: str, name: str, partitions: int,
+                 config: Mapping[str, str] | None = None) -> None:
+    """Create a topic (replication 1, topic configs `config`) and wait until metadata shows
+    every partition led."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})  # no info chatter
-    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name].result(60)
+    topic = NewTopic(name, partitions, 1, config=dict(config or {}))
+    admin.create_topics([topic], operation_timeout=30)[name].result(60)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         topic = admin.list_topics(name, timeout=5).topics.get(name)

@@ -33,20 +33,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import multiprocessing
 import os
 import resource
 import socket
-import statistics
 import struct
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -54,16 +49,8 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _brokers import create_topic, run_broker  # noqa: E402
-from kio.schema.consumer_group_heartbeat.v1.request import (  # noqa: E402
-    ConsumerGroupHeartbeatRequest,
-)
+from _probes import PROBE_SETTINGS, HeartbeatProbes  # noqa: E402
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest  # noqa: E402
-from kio.schema.errors import ErrorCode  # noqa: E402
-from kio.schema.heartbeat.v4.request import HeartbeatRequest  # noqa: E402
-from kio.schema.join_group.v9.request import (  # noqa: E402
-    JoinGroupRequest,
-    JoinGroupRequestProtocol,
-)
 from kio.schema.list_groups.v5.request import ListGroupsRequest  # noqa: E402
 from kio.schema.metadata.v12.request import MetadataRequest  # noqa: E402
 from kio.schema.offset_commit.v9.request import (  # noqa: E402
@@ -76,100 +63,13 @@ from kio.schema.offset_fetch.v9.request import (  # noqa: E402
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopics,
 )
-from kio.schema.sync_group.v5.request import (  # noqa: E402
-    SyncGroupRequest,
-    SyncGroupRequestAssignment,
-)
 
 from coterie.wire.codec import encode_request  # noqa: E402
 from tests.kafka_raw import RawConnection  # noqa: E402
 
-SESSION_MS = 10_000
 TOPIC = "hostile-probe"
-BROKER_SETTINGS = {
-    "group.consumer.session.timeout.ms": str(SESSION_MS),
-    "group.consumer.min.session.timeout.ms": str(SESSION_MS),
-    "group.initial.rebalance.delay.ms": "0",
-    "max.connections.per.ip": "100000",
-}
+BROKER_SETTINGS = {**PROBE_SETTINGS, "max.connections.per.ip": "100000"}
 CASES = ("offset-fetch", "metadata-pipeline", "many-groups", "connection-flood")
-TIMEDELTA = datetime.timedelta
-
-
-@dataclass
-class Probe:
-    """What one healthy member saw."""
-    name: str
-    latencies: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-
-# == the healthy members ======================================================================
-def _classic_member(host: str, port: int) -> tuple[RawConnection, Callable[[], int]]:
-    """Join group "healthy-classic" as its only member; returns the connection and a
-    heartbeat that answers its error code."""
-    conn = RawConnection(host, port, timeout=60)
-    member_id = ""
-    while True:
-        join = conn.request(JoinGroupRequest(
-            group_id="healthy-classic", session_timeout=TIMEDELTA(milliseconds=SESSION_MS),
-            rebalance_timeout=TIMEDELTA(seconds=30), member_id=member_id,
-            group_instance_id=None, protocol_type="consumer",
-            protocols=(JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00"),),
-            reason=None))
-        if join.error_code == ErrorCode.member_id_required:
-            member_id = join.member_id
-            continue
-        assert join.error_code == ErrorCode.none, join
-        break
-    sync = conn.request(SyncGroupRequest(
-        group_id="healthy-classic", generation_id=join.generation_id, member_id=member_id,
-        group_instance_id=None, protocol_type="consumer", protocol_name="range",
-        assignments=(SyncGroupRequestAssignment(member_id=member_id, assignment=b""),)))
-    assert sync.error_code == ErrorCode.none, sync
-    request = HeartbeatRequest(group_id="healthy-classic", generation_id=join.generation_id,
-                               member_id=member_id, group_instance_id=None)
-    return conn, lambda: conn.request(request).error_code
-
-
-def _consumer_member(host: str, port: int) -> tuple[RawConnection, Callable[[], int]]:
-    """Join group "healthy-consumer" (KIP-848) and settle; returns a heartbeat."""
-    conn = RawConnection(host, port, timeout=60)
-    first = conn.request(ConsumerGroupHeartbeatRequest(
-        group_id="healthy-consumer", member_id=str(uuid.uuid4()), member_epoch=0, instance_id=None,
-        rack_id=None, rebalance_timeout=TIMEDELTA(seconds=30), subscribed_topic_names=(TOPIC,),
-        subscribed_topic_regex=None, server_assignor=None, topic_partitions=()))
-    assert first.error_code == ErrorCode.none, first
-    member_id, epoch = first.member_id, first.member_epoch
-
-    def beat() -> int:
-        nonlocal epoch
-        answer = conn.request(ConsumerGroupHeartbeatRequest(
-            group_id="healthy-consumer", member_id=member_id, member_epoch=epoch,
-            instance_id=None, rack_id=None, rebalance_timeout=TIMEDELTA(milliseconds=-1),
-            subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
-            topic_partitions=None))
-        if answer.error_code == ErrorCode.none:
-            epoch = answer.member_epoch
-        return answer.error_code
-    return conn, beat
-
-
-def _probe_loop(probe: Probe, beat: Callable[[], int], every: float,
-                stop: threading.Event, recording: threading.Event) -> None:
-    while not stop.is_set():
-        started = time.perf_counter()
-        try:
-            code = beat()
-        except OSError as e:
-            probe.errors.append(f"connection: {e}")
-            return
-        took = time.perf_counter() - started
-        if recording.is_set():
-            probe.latencies.append(took)
-            if code != ErrorCode.none:
-                probe.errors.append(ErrorCode(code).name)
-        time.sleep(max(0.0, every - took))
 
 
 # == the hostile clients (each in a process of its own) =======================================
@@ -282,17 +182,6 @@ def _prepare(host: str, port: int, bootstrap: str, cases: list[str]) -> None:
                         conn.recv_frame()
 
 
-def _summary(name: str, probes: list[Probe], note: str) -> dict:
-    lat = sorted(x * 1000 for p in probes for x in p.latencies)
-    errors = [e for p in probes for e in p.errors]
-    if not lat:
-        return {"case": name, "n": 0, "p50": float("nan"), "p99": float("nan"),
-                "max": float("nan"), "errors": errors, "note": note}
-    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-    return {"case": name, "n": len(lat), "p50": statistics.median(lat), "p99": p99,
-            "max": lat[-1], "errors": errors, "note": note}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default=",".join(CASES))
@@ -316,21 +205,8 @@ def main() -> None:
         host, port_s = bootstrap.rsplit(":", 1)
         port = int(port_s)
         _prepare(host, port, bootstrap, cases)
-        members = [("classic", _classic_member(host, port)),
-                   ("consumer", _consumer_member(host, port))]
-        stop, recording = threading.Event(), threading.Event()
-        probes = [Probe(name) for name, _ in members]
-        threads = [threading.Thread(target=_probe_loop,
-                                    args=(probe, beat, args.every, stop, recording),
-                                    daemon=True)
-                   for probe, (_, (_, beat)) in zip(probes, members, strict=True)]
-        for t in threads:
-            t.start()
-        try:
+        with HeartbeatProbes(host, port, TOPIC, args.every) as probes:
             for case in ["baseline", *cases]:
-                for p in probes:
-                    p.latencies.clear()
-                    p.errors.clear()
                 note = "no hostile client"
                 proc = None
                 if case != "baseline":
@@ -338,28 +214,22 @@ def main() -> None:
                     proc = ctx.Process(target=_hostile_main,
                                        args=(case, host, port, halt, out))
                     proc.start()
-                recording.set()
+                probes.start_window()
                 time.sleep(args.seconds)
-                recording.clear()
+                result = probes.end_window(case, note)
                 if proc is not None:
                     halt.set()
                     proc.join(120)
                     if proc.is_alive():
                         proc.kill()
                     with contextlib.suppress(Exception):
-                        note = out.get(timeout=5)
+                        result["note"] = note = out.get(timeout=5)
                     time.sleep(1.0)  # the broker closes the hostile connections
-                results.append(_summary(case, probes, note))
+                results.append(result)
                 r = results[-1]
                 print(f"{case:18s} p50 {r['p50']:7.1f} ms  p99 {r['p99']:7.1f} ms  "
                       f"max {r['max']:7.1f} ms  heartbeats {r['n']:5d}  "
                       f"errors {len(r['errors'])}  ({note})", flush=True)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(10)
-            for _, (conn, _) in members:
-                conn.close()
     print()
     print("| case | heartbeats | p50 ms | p99 ms | max ms | errors | hostile client |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
