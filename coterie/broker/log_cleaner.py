@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from coterie.log.cleaner import CleaningStopped, CleanJob, CleanResult, run_cleaning
 from coterie.log.manager import LogManager
@@ -101,8 +102,10 @@ class LogCleaner:
             return False
         finally:
             part.cleaning = False
-        installed = part.install_cleaned(result)
+        retired: list[Path] = []
+        installed = part.install_cleaned(result, retired)
         took = loop.time() - started
+        await asyncio.to_thread(_unlink_all, retired)
         if installed:
             s = self.stats
             s.passes += 1
@@ -117,3 +120,10 @@ class LogCleaner:
                      result.bytes_read / 1e6, result.bytes_written / 1e6,
                      result.records_removed)
         return installed
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    """Unlink a pass's retired segment files (on a worker thread: see `install_cleaned`)."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

@@ -66,6 +66,7 @@ from coterie.log.producers import (
 )
 from coterie.log.record_scan import OffsetAndTimestamp, read_varint
 from coterie.log.segment import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -150,7 +151,7 @@ class PartitionLog:
         bases: set[int] = set()
         others: list[tuple[int, Path]] = []
         for path in directory.iterdir():
-            if path.name.endswith((TMP_SUFFIX, CLEANED_SUFFIX)):
+            if path.name.endswith((TMP_SUFFIX, CLEANED_SUFFIX, DELETED_SUFFIX)):
                 path.unlink()
                 continue
             base = parse_segment_base(path.name)
@@ -650,7 +651,7 @@ class PartitionLog:
                 return fields[7]  # baseTimestamp
         return None
 
-    def install_cleaned(self, result: CleanResult) -> bool:
+    def install_cleaned(self, result: CleanResult, retired: list[Path] | None = None) -> bool:
         """Swap in the files a cleaner pass wrote, then move the checkpoint. Returns False
         (and deletes them) when the log changed under the pass: a replaced segment is gone
         (retention, DeleteRecords), or the log was closed.
@@ -658,7 +659,10 @@ class PartitionLog:
         Per group, crash-safe at every step: the `.cleaned` file becomes `.swap` (complete
         and synced), the replaced segments go, the `.swap` becomes the first one's `.log`;
         `_complete_swaps` finishes an interrupted swap at open. The indexes are built from
-        the positions the pass reported, without reading the file."""
+        the positions the pass reported, without reading the file. With `retired`, the
+        replaced segments' files are renamed to `*.deleted` and listed there for the caller
+        to unlink off the event loop (unlinking a 128 MiB file takes 10-30 ms); without,
+        they are unlinked at once."""
         current = {seg.base_offset: seg for seg in self._segments[:-1]}
         stale = self._closed or any(
             current.get(v.base_offset) is None or current[v.base_offset].size != v.size
@@ -678,7 +682,10 @@ class PartitionLog:
             for seg in old:
                 if seg in self._sealed_unflushed:
                     self._sealed_unflushed.remove(seg)
-                seg.delete()
+                if retired is None:
+                    seg.delete()
+                else:
+                    retired += seg.retire()
                 if seg is not old[0]:
                     self._aborted.delete_file(seg.base_offset)
             os.replace(swap, first.path)

@@ -36,6 +36,7 @@ from coterie.log.time_index import TimeIndex
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"  # a retired segment's files, unlinked later (Segment.retire)
 
 # Field positions in HEADER's unpacked tuple.
 F_BASE_OFFSET = 0
@@ -244,6 +245,21 @@ class Segment:
         self.time_index.delete()
         with contextlib.suppress(FileNotFoundError):
             self.log_path.unlink()
+
+    def retire(self) -> list[Path]:
+        """Close for good and rename the files to `*.deleted` (a rename is metadata only,
+        where unlinking a large file can take tens of milliseconds); returns the new paths
+        for the caller to unlink off the event loop. A partition deletes leftovers at open."""
+        self.close_unwritten()
+        self.offset_index.discard()
+        self.time_index.discard()
+        retired = []
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path, target)
+                retired.append(target)
+        return retired
 
     def update_config(self, config: LogConfig) -> None:
         self.index_interval_bytes = config.index_interval_bytes

@@ -346,6 +346,22 @@ def test_a_crash_during_a_swap_keeps_every_last_value(tmp_path, stop):
     assert not list(directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}"))
 
 
+def test_replaced_segments_can_be_retired_for_unlinking_later(tmp_path):
+    directory = tmp_path / "t-0"
+    log = PartitionLog.open(directory, COMPACT, NOW)
+    for i in range(60):
+        write(log, [(b"k%d" % (i % 3), b"v%d" % i)])
+    retired: list[Path] = []
+    assert log.install_cleaned(run_cleaning(log.cleaning_job(NOW, BUDGET)), retired)
+    assert retired and all(p.name.endswith(".deleted") and p.exists() for p in retired)
+    seen = records_of(log)
+    log.close_unclean()  # a crash before they were unlinked: the next open removes them
+    log = PartitionLog.open(directory, COMPACT, NOW)
+    assert not list(directory.glob("*.deleted"))
+    assert records_of(log) == seen
+    log.close()
+
+
 def test_a_pass_is_thrown_away_when_retention_deleted_its_segments(log):
     for i in range(60):
         write(log, [(b"k%d" % (i % 3), b"v%d" % i)])
