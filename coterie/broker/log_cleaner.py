@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coterie.log.cleaner import CleaningStopped, CleanJob, CleanResult, run_cleaning
+from coterie.log.files import unlink_all
 from coterie.log.manager import LogManager
 from coterie.log.partition import PartitionLog
 
@@ -105,7 +106,7 @@ class LogCleaner:
         retired: list[Path] = []
         installed = part.install_cleaned(result, retired)
         took = loop.time() - started
-        await asyncio.to_thread(_unlink_all, retired)
+        await asyncio.to_thread(unlink_all, retired)
         if installed:
             s = self.stats
             s.passes += 1
@@ -121,9 +122,3 @@ class LogCleaner:
                      result.records_removed)
         return installed
 
-
-def _unlink_all(paths: list[Path]) -> None:
-    """Unlink a pass's retired segment files (on a worker thread: see `install_cleaned`)."""
-    for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()

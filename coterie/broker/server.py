@@ -52,6 +52,7 @@ from coterie.broker.services import ApiRange, Services
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.transactions import TxnRuntime
 from coterie.broker.waiters import FetchWaiters
+from coterie.log.files import unlink_all
 from coterie.log.manager import LogManager, TopicInfo
 from coterie.wire.build import build, field_names
 from coterie.wire.codec import (
@@ -464,7 +465,10 @@ class Broker:
                 self.logs.maybe_flush(now)
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
-                    self.logs.enforce_retention(now)
+                    retired: list[Path] = []
+                    self.logs.enforce_retention(now, retired)
+                    if retired:  # unlinking large files takes milliseconds each
+                        await asyncio.to_thread(unlink_all, retired)
                 if time.monotonic() >= next_txn:
                     next_txn = time.monotonic() + txn_every
                     self.transactions.tick()

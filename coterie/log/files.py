@@ -6,6 +6,7 @@ atomically: write a temp file, fsync it, rename it over the old one, fsync the d
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -37,3 +38,11 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def unlink_all(paths: list[Path]) -> None:
+    """Unlink files retired from a log (`Segment.retire`); run on a worker thread, since
+    unlinking a large file can take tens of milliseconds. Missing ones are fine."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

@@ -336,9 +336,11 @@ class LogManager:
         return [(name, index, log) for (name, index), log in self._logs.items()
                 if log.config.compacts]
 
-    def enforce_retention(self, now_ms: int) -> int:
-        """Apply retention to every partition; returns the number of segments deleted."""
-        return sum(log.enforce_retention(now_ms) for log in self._logs.values())
+    def enforce_retention(self, now_ms: int, retired: list[Path] | None = None) -> int:
+        """Apply retention to every partition; returns the number of segments deleted
+        (with `retired`, their files are left renamed there to unlink later:
+        `PartitionLog.enforce_retention`)."""
+        return sum(log.enforce_retention(now_ms, retired) for log in self._logs.values())
 
     def expire_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget idle producers in every partition (producer.id.expiration.ms)."""

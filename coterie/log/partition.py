@@ -555,12 +555,14 @@ class PartitionLog:
             self._sealed_unflushed.clear()
             self._write_recovery_point(self._segments[-1].base_offset)
 
-    def enforce_retention(self, now_ms: int) -> int:
+    def enforce_retention(self, now_ms: int, retired: list[Path] | None = None) -> int:
         """Delete whole old segments per retention.ms / retention.bytes; never the active one.
 
         Time: a segment goes once its largest timestamp is more than retention.ms old.
         Size (Kafka's rule): the oldest segment goes while the log would still hold at
-        least retention.bytes without it. Returns how many segments were deleted.
+        least retention.bytes without it. Returns how many segments were deleted. With
+        `retired`, their files are renamed and listed there for the caller to unlink off
+        the event loop (`Segment.retire`).
         """
         self._check_open()
         config = self._config
@@ -570,13 +572,13 @@ class PartitionLog:
         segs = self._segments
         if config.retention_ms >= 0:
             while len(segs) > 1 and now_ms - segs[0].largest_time() > config.retention_ms:
-                self._delete_oldest()
+                self._delete_oldest(retired)
                 deleted += 1
         if config.retention_bytes >= 0:
             excess = self.size_bytes - config.retention_bytes
             while len(segs) > 1 and excess - segs[0].size >= 0:
                 excess -= segs[0].size
-                self._delete_oldest()
+                self._delete_oldest(retired)
                 deleted += 1
         return deleted
 
@@ -700,12 +702,15 @@ class PartitionLog:
         atomic_write(self._directory / CHECKPOINT_FILE, f"{result.cleaned_to}\n".encode())
         return True
 
-    def _delete_oldest(self) -> None:
+    def _delete_oldest(self, retired: list[Path] | None = None) -> None:
         seg = self._segments.pop(0)
         self._bases.pop(0)
         if seg in self._sealed_unflushed:
             self._sealed_unflushed.remove(seg)
-        seg.delete()
+        if retired is None:
+            seg.delete()
+        else:
+            retired += seg.retire()
         start = self.log_start_offset
         self._aborted.drop_before(start)
         self._aborted.delete_file(seg.base_offset)

@@ -197,6 +197,23 @@ def test_retention_by_time(tmp_path):
     assert log.segment_count == 1 and log.log_end_offset == 120
 
 
+def test_retention_can_leave_its_files_for_unlinking_later(tmp_path):
+    config = LogConfig(segment_bytes=1000, retention_ms=10_000)
+    log = open_log(tmp_path / "p", config)
+    fill(log, 30, ts=NOW - 50_000)
+    fill(log, 30, ts=NOW)
+    retired: list[Path] = []
+    deleted = log.enforce_retention(NOW + 1000, retired)
+    assert deleted > 0 and len(retired) >= deleted
+    assert all(p.name.endswith(".deleted") and p.exists() for p in retired)
+    start, end = log.log_start_offset, log.log_end_offset
+    log.close_unclean()  # a crash before they were unlinked: the next open removes them
+    log = open_log(tmp_path / "p", config)
+    assert not list((tmp_path / "p").glob("*.deleted"))
+    assert (log.log_start_offset, log.log_end_offset) == (start, end)
+    log.close()
+
+
 def test_retention_by_size(tmp_path):
     log = open_log(
         tmp_path / "p", LogConfig(segment_bytes=1000, retention_bytes=2500, retention_ms=-1)
