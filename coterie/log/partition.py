@@ -512,8 +512,11 @@ class PartitionLog:
         the smallest timestamp >= the target. Only the batch holding it is read
         (Segment.find_timestamp)."""
         self._check_open()
+        start = self.log_start_offset
         for seg in self._segments:
-            found = seg.find_timestamp(timestamp)
+            if seg.next_offset <= start:
+                continue
+            found = seg.find_timestamp(timestamp, start)
             if found is not None:
                 return found
         return None

@@ -156,9 +156,11 @@ def record_times(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:
             yield offset, h.base_timestamp + timestamp_delta
 
 
-def first_at_or_after(batch: bytes | memoryview, target: int) -> OffsetAndTimestamp | None:
-    """The first record of `batch` (in stored order) whose timestamp is >= `target`: Kafka's
-    answer to ListOffsets(target) once the batch is found. None if no record reaches it.
+def first_at_or_after(batch: bytes | memoryview, target: int,
+                      min_offset: int = 0) -> OffsetAndTimestamp | None:
+    """The first record of `batch` (in stored order) at or above `min_offset` (the log
+    start) whose timestamp is >= `target`: Kafka's answer to ListOffsets(target) once the
+    batch is found. None if no record reaches it.
 
     A batch whose records cannot be read (the broker checks only the CRC on produce, so a
     producer can store an unreadable payload) answers with its base offset and max timestamp:
@@ -166,12 +168,12 @@ def first_at_or_after(batch: bytes | memoryview, target: int) -> OffsetAndTimest
     """
     try:
         for offset, timestamp in record_times(batch):
-            if timestamp >= target:
+            if timestamp >= target and offset >= min_offset:
                 return OffsetAndTimestamp(offset, timestamp)
     except RecordDecodeError:
         h = parse_batch_header(batch, 0)
         if h.max_timestamp >= target:
-            return OffsetAndTimestamp(h.base_offset, h.max_timestamp)
+            return OffsetAndTimestamp(max(h.base_offset, min_offset), h.max_timestamp)
     return None
 
 

@@ -323,17 +323,19 @@ class Segment:
                 raise StorageError(f"{self.log_path}: short read at byte {start + done}")
             done += n
 
-    def find_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+    def find_timestamp(self, timestamp: int, min_offset: int = 0) -> OffsetAndTimestamp | None:
         """(offset, timestamp) of the first record, in offset order, whose timestamp is >=
         `timestamp` (Kafka's rule). The time index and the batch headers find the first batch
         whose maxTimestamp reaches it; only that batch is read and its records scanned."""
         if self.max_timestamp < timestamp:
             return None
-        start = self.offset_index.lookup(self.time_index.start_offset_for(timestamp))
+        start = self.offset_index.lookup(
+            max(self.time_index.start_offset_for(timestamp), min_offset))
         for pos, f in self.headers_from(start):
-            if f[F_MAX_TIMESTAMP] >= timestamp:
+            if (f[F_MAX_TIMESTAMP] >= timestamp
+                    and f[F_BASE_OFFSET] + f[F_LAST_OFFSET_DELTA] >= min_offset):
                 batch = self.read_range(pos, pos + f[F_BATCH_LENGTH] + LOG_OVERHEAD)
-                found = first_at_or_after(batch, timestamp)
+                found = first_at_or_after(batch, timestamp, min_offset)
                 if found is not None:
                     return found
         return None

@@ -445,3 +445,17 @@ def test_delete_records_moves_the_start_durably_and_drops_whole_segments(tmp_pat
     assert again.read(80, 1000) == b""
     again.close()
     assert open_log(tmp_path / "p").log_start_offset == 80
+
+
+def test_timestamp_lookup_starts_at_the_log_start(tmp_path):
+    """After DeleteRecords moved the log start into a batch, a lookup by timestamp answers
+    with the first record at or above the start, as Kafka does, never one below it."""
+    log = open_log(tmp_path / "p")
+    stamps = [1000 + i for i in range(10)]
+    log.append(make_batch([b"v%d" % i for i in range(10)], timestamps=stamps), 0, NOW)
+    assert log.offset_for_timestamp(0) == (0, 1000)
+    log.delete_records(5)
+    assert log.offset_for_timestamp(0) == (5, 1005)
+    assert log.offset_for_timestamp(1007) == (7, 1007)
+    assert log.offset_for_timestamp(2000) is None
+    log.close()
