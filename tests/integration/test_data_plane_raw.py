@@ -157,6 +157,19 @@ def test_create_partitions_and_errors(conn):
     assert grow("grow", 5).error_code == ErrorCode.none
     assert produce(conn, "grow", 4, make_batch([b"x"])).error_code == ErrorCode.none
 
+    # A name given twice: answered once with INVALID_REQUEST and not grown (Kafka's rule);
+    # the other topic of the request is grown.
+    create(conn, "grow-too", 1)
+    answer = conn.request(CreatePartitionsRequest(topics=(
+        CreatePartitionsTopic(name="grow", count=7, assignments=None),
+        CreatePartitionsTopic(name="grow-too", count=2, assignments=None),
+        CreatePartitionsTopic(name="grow", count=8, assignments=None)),
+        timeout=datetime.timedelta(seconds=5), validate_only=False))
+    assert [(r.name, r.error_code, r.error_message) for r in answer.results] == [
+        ("grow", ErrorCode.invalid_request, "Duplicate topic name."),
+        ("grow-too", ErrorCode.none, None)]
+    assert grow("grow", 5).error_code == ErrorCode.invalid_partitions  # still 5
+
 
 def test_delete_topic(conn):
     created = create(conn, "doomed", 2)

@@ -178,9 +178,17 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
 def create_partitions(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     logs = services.logs
-    results = []
+    # A name given twice is answered once, with INVALID_REQUEST, and grows nothing (Kafka's
+    # ControllerApis.createPartitions); the others go on.
+    seen: set[str] = set()
+    duplicated = [t.name for t in request.topics if t.name in seen or seen.add(t.name)]
+    results: list[dict[str, Any]] = [
+        {"name": name, "error_code": ErrorCode.invalid_request,
+         "error_message": "Duplicate topic name."} for name in dict.fromkeys(duplicated)]
     accepted: list[tuple[Any, dict[str, Any], int]] = []  # (topic, its entry, new partitions)
     for t in request.topics:
+        if t.name in duplicated:
+            continue
         info = logs.topics.get(t.name)
         if info is None:
             results.append({"name": t.name, "error_code": ErrorCode.unknown_topic_or_partition,
