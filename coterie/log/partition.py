@@ -685,12 +685,7 @@ class PartitionLog:
             old = [current[v.base_offset] for v in group.replaced]
             at = self._segments.index(old[0])
             for seg in old:
-                if seg in self._sealed_unflushed:
-                    self._sealed_unflushed.remove(seg)
-                if retired is None:
-                    seg.delete()
-                else:
-                    retired += seg.retire()
+                self._drop_files(seg, retired)
                 if seg is not old[0]:
                     self._aborted.delete_file(seg.base_offset)
             os.replace(swap, first.path)
@@ -705,15 +700,19 @@ class PartitionLog:
         atomic_write(self._directory / CHECKPOINT_FILE, f"{result.cleaned_to}\n".encode())
         return True
 
-    def _delete_oldest(self, retired: list[Path] | None = None) -> None:
-        seg = self._segments.pop(0)
-        self._bases.pop(0)
+    def _drop_files(self, seg: Segment, retired: list[Path] | None) -> None:
+        """Delete a segment's files now, or rename them into `retired` to unlink later."""
         if seg in self._sealed_unflushed:
             self._sealed_unflushed.remove(seg)
         if retired is None:
             seg.delete()
         else:
             retired += seg.retire()
+
+    def _delete_oldest(self, retired: list[Path] | None = None) -> None:
+        seg = self._segments.pop(0)
+        self._bases.pop(0)
+        self._drop_files(seg, retired)
         start = self.log_start_offset
         self._aborted.drop_before(start)
         self._aborted.delete_file(seg.base_offset)

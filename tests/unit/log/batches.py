@@ -33,6 +33,9 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
+varint = _varint  # for other test modules that build records by hand
+
+
 def _record(delta: int, ts_delta: int, key: bytes | None, value: bytes) -> bytes:
     body = bytearray(b"\x00")  # record attributes
     body += _varint(ts_delta) + _varint(delta)

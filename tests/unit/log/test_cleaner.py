@@ -29,6 +29,8 @@ from coterie.log.segment import LOG_SUFFIX
 from coterie.wire.record_batch import HEADER, HEADER_SIZE, LOG_OVERHEAD
 from coterie.wire.txn_markers import control_batch
 
+from .batches import varint as _varint
+
 NOW = 1_700_000_000_000
 DAY = 86_400_000
 COMPACT = LogConfig(segment_bytes=600, index_interval_bytes=100, cleanup_policy="compact",
@@ -36,19 +38,6 @@ COMPACT = LogConfig(segment_bytes=600, index_interval_bytes=100, cleanup_policy=
 BUDGET = 64 * 1024 * 1024
 _TAIL = struct.Struct(">hiqqqhii")
 _PREFIX = struct.Struct(">qiibI")
-
-
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        byte = zigzag & 0x7F
-        zigzag >>= 7
-        if zigzag:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _record(delta: int, key: bytes | None, value: bytes | None) -> bytes:
