@@ -296,7 +296,8 @@ def run_cleaning(job: CleanJob, stop: threading.Event | None = None) -> CleanRes
         for group in groups:
             if stop is not None and stop.is_set():
                 raise CleaningStopped
-            result.groups.append(_clean_group(job, group, keys, aborted, txn_kept, result))
+            result.groups.append(_clean_group(job, group, keys, aborted, txn_kept, result,
+                                              stop))
     except BaseException:
         for done in result.groups:
             with contextlib.suppress(FileNotFoundError):
@@ -307,7 +308,7 @@ def run_cleaning(job: CleanJob, stop: threading.Event | None = None) -> CleanRes
 
 def _clean_group(job: CleanJob, group: list[SegmentView], keys: dict[bytes, int],
                  aborted: _Aborted, txn_kept: dict[int, bool],
-                 result: CleanResult) -> CleanedGroup:
+                 result: CleanResult, stop: threading.Event | None = None) -> CleanedGroup:
     first = group[0]
     path = first.path.with_name(first.path.name + CLEANED_SUFFIX)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -317,6 +318,8 @@ def _clean_group(job: CleanJob, group: list[SegmentView], keys: dict[bytes, int]
     pending_bytes = 0
     try:
         for seg in group:
+            if stop is not None and stop.is_set():
+                raise CleaningStopped
             expire = (seg.next_offset <= job.first_dirty
                       and seg.last_modified_ms < job.delete_horizon_ms)
             for _, fields, batch in iter_batches(seg.path, seg.size):

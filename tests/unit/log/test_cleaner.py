@@ -351,6 +351,19 @@ def test_replaced_segments_can_be_retired_for_unlinking_later(tmp_path):
     log.close()
 
 
+def test_a_stopped_pass_leaves_nothing_behind(log):
+    import threading
+
+    from coterie.log.cleaner import CleaningStopped
+    for i in range(60):
+        write(log, [(b"k%d" % (i % 3), b"v%d" % i)])
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(CleaningStopped):
+        run_cleaning(log.cleaning_job(NOW, BUDGET), stop)
+    assert not list(log.directory.glob(f"*{CLEANED_SUFFIX}"))
+
+
 def test_a_pass_is_thrown_away_when_retention_deleted_its_segments(log):
     for i in range(60):
         write(log, [(b"k%d" % (i % 3), b"v%d" % i)])
