@@ -35,6 +35,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker import heap
 from coterie.broker.apis import API_VERSIONS, APIS, Api
 from coterie.broker.config import BrokerConfig
 from coterie.broker.connections import Connection, ConnectionTable, RateLimitedLog
@@ -462,6 +463,7 @@ class Broker:
                 if time.monotonic() >= next_idle:
                     next_idle = time.monotonic() + idle_every
                     self._close_idle()
+                    heap.trim()
                 self.logs.maybe_flush(now)
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
