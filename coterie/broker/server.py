@@ -81,6 +81,9 @@ READ_LIMIT = 2 * READ_CHUNK
 DECODED_MAX_BYTES = 512
 DECODED_MAX_ENTRIES = 2048
 _DECODED: dict[bytes, tuple[Any, Any]] = {}
+# Keys seen once lately: a request is kept decoded only when its bytes come again while
+# still here (see `Broker._handle_frame`).
+_SEEN: dict[bytes, None] = {}
 _CORRELATION = struct.Struct(">i")
 
 
@@ -520,8 +523,12 @@ class Broker:
         their bytes without the correlation id; the same bytes again are the same
         (immutable) request, so the bounds walk and kio's decode, half the cost of such a
         request, are skipped. The cache is small and shared (one per connection cost 1 KiB
-        per member at 10,000 members): it pays off when requests come fast, which is when
-        their cost matters."""
+        per member at 10,000 members). A request is kept only the second time its bytes are
+        seen among the last 2,048 keys: when more members than that take turns, every entry
+        would be replaced before its next use, and the decoded objects, promoted to the
+        collector's oldest generation on the way, set off a full collection every 15 s or
+        so (120-200 ms pauses at 10,000 members); the keys alone are bytes, which the
+        collector does not track."""
         try:
             api_key, version = peek_api(frame)
         except DecodeError as e:
@@ -550,9 +557,14 @@ class Broker:
                 raise CloseConnection(f"{peer}: {e}") from e
             correlation_id = head.correlation_id
             if key is not None:
-                if len(_DECODED) >= DECODED_MAX_ENTRIES:
-                    _DECODED.clear()
-                _DECODED[key] = (head, request)
+                if key in _SEEN:
+                    if len(_DECODED) >= DECODED_MAX_ENTRIES:
+                        _DECODED.clear()
+                    _DECODED[key] = (head, request)
+                else:
+                    if len(_SEEN) >= DECODED_MAX_ENTRIES:
+                        _SEEN.clear()
+                    _SEEN[key] = None
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s -> %s v%d corr=%d", _who(head, peer), api.name, version,
                       correlation_id)
