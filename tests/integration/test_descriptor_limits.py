@@ -25,7 +25,7 @@ from kio.records.readers import read_batch
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
 
-from tests.fixtures.coterie_broker import CoterieBroker, wait_for_port
+from tests.fixtures.coterie_broker import CoterieBroker, terminate, wait_for_port
 from tests.integration.test_data_plane_raw import create, fetch, produce
 from tests.integration.test_internal_topics import grow, metadata
 from tests.kafka_raw import RawConnection, make_batch
@@ -58,13 +58,7 @@ class LimitedBroker(CoterieBroker):
     def stop(self) -> None:
         """SIGTERM and wait for the clean shutdown, which flushes every partition: with
         thousands of partitions on a busy machine that takes longer than the usual 10 s."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(90)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc, 90)
 
     def open_paths(self) -> list[str]:
         """What the broker process has open right now, by target."""

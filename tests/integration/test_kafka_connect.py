@@ -50,7 +50,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from tests.fixtures.coterie_broker import free_port
+from tests.fixtures.coterie_broker import free_port, terminate
 from tests.fixtures.reference_broker import load_reference_kafka, reference_tools_missing
 from tests.integration.clients import broker_log_on_failure
 from tests.integration.test_java_console_consumer_848 import JVM_OPTIONS
@@ -149,14 +149,7 @@ class Worker:
             self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.alive():
-            assert self.proc is not None
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc, 30)
 
 
 def _rest(method: str, url: str, body: dict | None = None) -> tuple[int, Any]:

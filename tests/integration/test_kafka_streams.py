@@ -49,6 +49,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from tests.fixtures.coterie_broker import terminate
 from tests.fixtures.reference_broker import (
     ReferenceBroker,
     load_reference_kafka,
@@ -119,13 +120,7 @@ class Instance:
             self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc, 30)
 
 
 class Output:
