@@ -215,7 +215,8 @@ def alter_scenario(bootstrap: str) -> None:
     _alter(admin, "altered", ("retention.ms", "5000", set_),
            ("cleanup.policy", "compact", append), ("max.message.bytes", "2000", set_))
     with RawConnection(host, int(port)) as conn:
-        now = _by_name(_describe(conn, TOPIC, "altered"))
+        now = _eventually(lambda: _by_name(_describe(conn, TOPIC, "altered")),
+                          lambda d: d["max.message.bytes"][0] == "2000")
         assert now["retention.ms"][:2] == ("5000", TOPIC_SOURCE)
         assert now["cleanup.policy"][:2] == ("delete,compact", TOPIC_SOURCE)
         assert now["max.message.bytes"][:2] == ("2000", TOPIC_SOURCE)
@@ -230,7 +231,8 @@ def alter_scenario(bootstrap: str) -> None:
            ("max.message.bytes", None, delete))
     _alter(admin, "altered", ("retention.ms", "1", set_), validate_only=True)
     with RawConnection(host, int(port)) as conn:
-        now = _by_name(_describe(conn, TOPIC, "altered"))
+        now = _eventually(lambda: _by_name(_describe(conn, TOPIC, "altered")),
+                          lambda d: d["max.message.bytes"][0] == "1048588")
         assert now["cleanup.policy"][:2] == ("delete", TOPIC_SOURCE)
         assert now["max.message.bytes"][:2] == ("1048588", DEFAULT)
         assert now["retention.ms"][:2] == ("5000", TOPIC_SOURCE)  # validate_only: unchanged
@@ -252,7 +254,8 @@ def alter_scenario(bootstrap: str) -> None:
             resource_type=TOPIC, resource_name="altered", configs=(
                 LegacyConfig(name="segment.ms", value="60000"),)),), validate_only=False))
         assert legacy.responses[0].error_code == ErrorCode.none
-        now = _by_name(_describe(conn, TOPIC, "altered"))
+        now = _eventually(lambda: _by_name(_describe(conn, TOPIC, "altered")),
+                          lambda d: d["segment.ms"][0] == "60000")
         assert now["segment.ms"][:2] == ("60000", TOPIC_SOURCE)
         assert now["retention.ms"][1] != TOPIC_SOURCE
         assert now["cleanup.policy"][:2] == ("delete", DEFAULT)
@@ -331,11 +334,16 @@ def group_scenario(bootstrap: str) -> None:
         assert _raw_alter(conn, GROUP, "tuned-group", ("consumer.session.timeout.ms", "50000", 0),
                           ("consumer.heartbeat.interval.ms", "6000", 0)).error_code == (
             ErrorCode.none)
-        now = _by_name(_describe(conn, GROUP, "tuned-group"))
+        # Kafka applies a config change through its metadata log: a describe or heartbeat
+        # right after the alter may still see the old value for a moment.
+        now = _eventually(lambda: _by_name(_describe(conn, GROUP, "tuned-group")),
+                          lambda d: d["consumer.session.timeout.ms"][0] == "50000")
         assert now["consumer.session.timeout.ms"] == (
             "50000", GROUP_SOURCE, [("consumer.session.timeout.ms", "50000", GROUP_SOURCE)])
         assert now["consumer.heartbeat.interval.ms"][:2] == ("6000", GROUP_SOURCE)
-        again = _heartbeat_interval(conn, "tuned-group", member, joined.member_epoch)
+        again = _eventually(
+            lambda: _heartbeat_interval(conn, "tuned-group", member, joined.member_epoch),
+            lambda a: a.heartbeat_interval == datetime.timedelta(seconds=6))
         assert again.error_code == ErrorCode.none
         assert again.heartbeat_interval == datetime.timedelta(seconds=6)
         # Refused with Kafka's messages, nothing changed.
@@ -354,8 +362,21 @@ def group_scenario(bootstrap: str) -> None:
             "consumer.session.timeout.ms"][0] == "50000"
         assert _raw_alter(conn, GROUP, "tuned-group", ("consumer.heartbeat.interval.ms", None,
                                                        1)).error_code == ErrorCode.none
-        back = _heartbeat_interval(conn, "tuned-group", member, joined.member_epoch)
+        back = _eventually(
+            lambda: _heartbeat_interval(conn, "tuned-group", member, joined.member_epoch),
+            lambda a: a.heartbeat_interval == datetime.timedelta(seconds=5))
         assert back.heartbeat_interval == datetime.timedelta(seconds=5)
+
+
+def _eventually(get: Any, ok: Any, timeout: float = 10.0) -> Any:
+    """`get()` until `ok` holds of it or `timeout` passes; the last answer either way (the
+    caller's asserts then say what was wrong)."""
+    deadline = time.monotonic() + timeout
+    got = get()
+    while not ok(got) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        got = get()
+    return got
 
 
 def _retried_heartbeat(conn: RawConnection, group: str, member: str, epoch: int) -> Any:
