@@ -23,27 +23,14 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from coterie.log.cleaner import CleaningStopped, CleanJob, CleanResult, run_cleaning
+from coterie.log.cleaner import CleaningStopped, CleanJob, run_cleaning
 from coterie.log.files import unlink_all
 from coterie.log.manager import LogManager
 from coterie.log.partition import PartitionLog
 
 log = logging.getLogger("coterie.cleaner")
-
-
-@dataclass(slots=True)
-class CleanerStats:
-    """What the cleaner has done since start (for logs, tests and the benchmark)."""
-
-    passes: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_removed: int = 0
-    seconds: float = 0.0
-    last: dict[str, CleanResult] = field(default_factory=dict)
 
 
 class LogCleaner:
@@ -55,7 +42,6 @@ class LogCleaner:
         self.now_ms = now_ms
         self.backoff_s = backoff_ms / 1000
         self.key_budget_bytes = key_budget_bytes
-        self.stats = CleanerStats()
         self._stop = threading.Event()
         self._wake = asyncio.Event()
 
@@ -108,13 +94,6 @@ class LogCleaner:
         took = loop.time() - started
         await asyncio.to_thread(unlink_all, retired)
         if installed:
-            s = self.stats
-            s.passes += 1
-            s.bytes_read += result.bytes_read
-            s.bytes_written += result.bytes_written
-            s.records_removed += result.records_removed
-            s.seconds += took
-            s.last[name] = result
             log.info("cleaned %s up to offset %d in %.2f s: %d segments into %d, %.1f MB "
                      "read, %.1f MB written, %d records removed", name, result.cleaned_to,
                      took, sum(len(g.replaced) for g in result.groups), len(result.groups),

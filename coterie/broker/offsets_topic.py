@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 import io
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,7 +32,6 @@ from coterie.wire.txn_markers import COMMIT, control_batch, marker_type
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 4 * 1024 * 1024
-SNAPSHOT_CHUNK = 1000  # records per batch when a partition is rewritten as a snapshot
 # Fewest records written since the last roll that make the active segment worth rolling for
 # the cleaner (below it, only a full segment rolls).
 DIRTY_FLOOR = 20_000
@@ -78,7 +77,7 @@ class OffsetsLog(Protocol):
         loop between them)."""
         ...
 
-    def compact(self, partition: int, live: list[Record], now_ms: int,
+    def compact(self, partition: int, live: Collection[Record], now_ms: int,
                 min_segments: int) -> bool:
         """Bound what a reload replays. The in-memory log, with `min_segments` batches or
         more, becomes `live` (the last value of every live key); the broker's topic rolls
@@ -160,7 +159,7 @@ class OffsetsTopic:
                 offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
             yield chunk
 
-    def compact(self, partition: int, live: list[Record], now_ms: int,
+    def compact(self, partition: int, live: Collection[Record], now_ms: int,
                 min_segments: int) -> bool:
         """Hand the history to the log cleaner (coterie.broker.log_cleaner), which
         compacts this topic like any compacted topic: the cleaner never touches the active
@@ -205,7 +204,7 @@ class MemoryOffsetsLog:
         for batch in self.batches[partition]:
             yield list(batch)
 
-    def compact(self, partition: int, live: list[Record], now_ms: int,
+    def compact(self, partition: int, live: Collection[Record], now_ms: int,
                 min_segments: int) -> bool:
         if len(self.batches[partition]) < min_segments:
             return False

@@ -52,16 +52,18 @@ import os
 import struct
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
 
 from coterie.log.compression import compress, decompress
-from coterie.log.record_scan import RecordDecodeError, read_varint
+from coterie.log.record_scan import iter_keys
 from coterie.wire.record_batch import (
     COMPRESSION_MASK,
     CONTROL_FLAG,
+    CRC_OFFSET,
+    CRC_START,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -77,8 +79,6 @@ CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # Python dict entry with a bytes key and an int is about this much before the key itself.
 KEY_OVERHEAD_BYTES = 100
 _READ_CHUNK = 4 * 1024 * 1024
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
-_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _CRC = struct.Struct(">I")
 
 # HEADER field positions.
@@ -134,10 +134,7 @@ class CleanResult:
     cleaned_to: int  # the new first dirty offset
     bytes_read: int = 0
     bytes_written: int = 0
-    records_kept: int = 0
     records_removed: int = 0
-    keys: int = 0
-    stats: dict[str, int] = field(default_factory=dict)
 
 
 def plan_cleaning(segments: list[SegmentView], first_dirty: int, last_stable_offset: int,
@@ -192,30 +189,6 @@ def iter_batches(path: Path, size: int) -> Iterator[tuple[int, tuple, memoryview
             pos += length
     finally:
         os.close(fd)
-
-
-def iter_keys(body: bytes, count: int) -> Iterator[tuple[int, int, int, int, bytes | None, bool]]:
-    """(start, end, offset delta, timestamp delta, key, is a tombstone) of each record in
-    a batch's decompressed records section. Raises RecordDecodeError on bad bytes."""
-    pos = 0
-    size = len(body)
-    for _ in range(count):
-        start = pos
-        length, pos = read_varint(body, pos)
-        end = pos + length
-        if length < 0 or end > size:
-            raise RecordDecodeError(f"record of {length} bytes overruns its batch")
-        pos += 1
-        ts_delta, pos = read_varint(body, pos)
-        offset_delta, pos = read_varint(body, pos)
-        key_len, pos = read_varint(body, pos)
-        key = None
-        if key_len >= 0:
-            key = body[pos:pos + key_len]
-            pos += key_len
-        value_len, _ = read_varint(body, pos)
-        yield start, end, offset_delta, ts_delta, key, value_len < 0
-        pos = end
 
 
 def _body(fields: tuple, batch: memoryview) -> bytes:
@@ -281,7 +254,7 @@ def run_cleaning(job: CleanJob, stop: threading.Event | None = None) -> CleanRes
     `stop`, once set, ends the pass at the next segment with CleaningStopped."""
     aborted = _Aborted(job.aborted)
     keys, cleaned_to, read = build_key_map(job, aborted, stop)
-    result = CleanResult(job, [], cleaned_to, bytes_read=read, keys=len(keys))
+    result = CleanResult(job, [], cleaned_to, bytes_read=read)
     todo = [s for s in job.segments if s.next_offset <= cleaned_to]
     groups: list[list[SegmentView]] = []
     for seg in todo:
@@ -381,10 +354,8 @@ def _filter_batch(job: CleanJob, fields: tuple, batch: memoryview, keys: dict[by
                     continue
                 retained.append((start, end, ts_delta))
         except ValueError:  # unreadable records: keep the batch as it is
-            result.records_kept += count
             return batch, fields[_MAX_TS]
         result.records_removed += count - len(retained)
-        result.records_kept += len(retained)
     if attrs & TRANSACTIONAL_FLAG and retained:
         txn_kept[pid] = True
     if len(retained) == count:
@@ -409,11 +380,13 @@ def _filter_batch(job: CleanJob, fields: tuple, batch: memoryview, keys: dict[by
 def _rebuild(fields: tuple, payload: bytes, count: int, max_ts: int, attrs: int) -> bytes:
     """A batch with `fields`' base offset, last offset delta and producer fields around
     `payload` (its records section, `count` records), with a fresh CRC."""
-    tail = _AFTER_CRC.pack(attrs, fields[_LAST_DELTA], fields[_BASE_TS], max_ts, fields[_PID],
-                           fields[_PEPOCH], fields[_SEQ], count) + payload
-    crc = crc32c.crc32c(tail)
-    length = 4 + 1 + 4 + len(tail)  # leader epoch, magic, crc, then the CRC-covered part
-    return _PREFIX.pack(fields[_BASE], length, fields[_EPOCH], MAGIC) + _CRC.pack(crc) + tail
+    out = bytearray(HEADER.pack(
+        fields[_BASE], HEADER_SIZE - LOG_OVERHEAD + len(payload), fields[_EPOCH], MAGIC, 0,
+        attrs, fields[_LAST_DELTA], fields[_BASE_TS], max_ts, fields[_PID], fields[_PEPOCH],
+        fields[_SEQ], count))
+    out += payload
+    _CRC.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -41,7 +41,6 @@ from coterie.log.cleaner import (
     CleanResult,
     SegmentView,
     iter_batches,
-    iter_keys,
     plan_cleaning,
     read_checkpoint,
 )
@@ -64,7 +63,7 @@ from coterie.log.producers import (
     ProducerEntry,
     ProducerStates,
 )
-from coterie.log.record_scan import OffsetAndTimestamp, read_varint
+from coterie.log.record_scan import OffsetAndTimestamp, iter_keys, read_varint
 from coterie.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,

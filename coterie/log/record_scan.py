@@ -45,6 +45,7 @@ __all__ = [
     "RecordDecodeError",
     "first_at_or_after",
     "first_with_max_timestamp",
+    "iter_keys",
     "iter_records",
     "read_varint",
     "record_times",
@@ -127,6 +128,33 @@ def iter_records(body: bytes, count: int) -> Iterator[RawRecord]:
         if pos != end:
             raise RecordDecodeError(f"record length {length} disagrees with its fields")
         yield offset_delta, ts_delta, key, value, headers
+
+
+def iter_keys(body: bytes, count: int) -> Iterator[tuple[int, int, int, int, bytes | None, bool]]:
+    """(start, end, offset delta, timestamp delta, key, is a tombstone) of each record in
+    a batch's decompressed records section, without reading values or headers: what the log
+    cleaner needs (which key, where the record's bytes lie, to copy them) and the produce
+    check of a compacted topic (every record has a key). Raises RecordDecodeError on bad
+    bytes."""
+    pos = 0
+    size = len(body)
+    for _ in range(count):
+        start = pos
+        length, pos = read_varint(body, pos)
+        end = pos + length
+        if length < 0 or end > size:
+            raise RecordDecodeError(f"record of {length} bytes overruns its batch")
+        pos += 1
+        ts_delta, pos = read_varint(body, pos)
+        offset_delta, pos = read_varint(body, pos)
+        key_len, pos = read_varint(body, pos)
+        key = None
+        if key_len >= 0:
+            key = body[pos:pos + key_len]
+            pos += key_len
+        value_len, _ = read_varint(body, pos)
+        yield start, end, offset_delta, ts_delta, key, value_len < 0
+        pos = end
 
 
 def _header(batch: bytes | memoryview) -> BatchHeader:

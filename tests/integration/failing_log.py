@@ -3,7 +3,7 @@ full disk (the runtime's log is a public seam; nothing private is patched)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from coterie.broker.offsets_topic import Logged, OffsetsLog
 from coterie.group.records.classic import Record
@@ -30,6 +30,6 @@ class FullDiskSwitch:
     def read(self, partition: int) -> Iterator[list[Logged]]:
         return self.inner.read(partition)
 
-    def compact(self, partition: int, live: list[Record], now_ms: int,
+    def compact(self, partition: int, live: Collection[Record], now_ms: int,
                 min_segments: int) -> bool:
         return self.inner.compact(partition, live, now_ms, min_segments)

@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 from coterie.log.cleaner import (
     CLEANED_SUFFIX,
     SWAP_SUFFIX,
-    iter_keys,
     run_cleaning,
 )
 from coterie.log.compression import GZIP, LZ4, ZSTD, compress, decompress
 from coterie.log.config import LogConfig
 from coterie.log.partition import PartitionLog
+from coterie.log.record_scan import iter_keys
 from coterie.log.segment import LOG_SUFFIX
 from coterie.wire.record_batch import HEADER, HEADER_SIZE, LOG_OVERHEAD
 from coterie.wire.txn_markers import control_batch
