@@ -11,7 +11,9 @@ time index still find the one batch to open; only that batch is decompressed and
 
 The record parser here is also the consumer's (`coterie.client.records` builds its
 `ConsumerRecord`s from `iter_records`): there is one parser of the record format in the tree,
-in the lowest layer that needs it. (`coterie.spark.columns` keeps a hand-inlined copy of the
+in the lowest layer that needs it. `iter_keys` is its lighter walk (key and byte span of each
+record, no values or headers) for the log cleaner and the produce check of compacted topics.
+(`coterie.spark.columns` keeps a hand-inlined copy of the
 record loop because it is the Spark source's hot path; tests hold the two to the same answers.
 The batch header and the walk over batches are not copied anywhere: they are
 coterie.wire.record_batch's.)
