@@ -3,8 +3,9 @@
 Kafka's names and defaults: `max.connections` and `max.connections.per.ip` (both unlimited
 by default) and `connections.max.idle.ms` (10 minutes). A connection over a limit is closed
 as soon as it is accepted, with one log line per interval however many are refused (a
-client retrying in a loop must not fill the log); Kafka's acceptor instead stops accepting
-while the broker-wide limit is reached, which asyncio's server cannot do per connection.
+client retrying in a loop must not fill the log). Kafka's acceptor instead stops accepting
+while the broker-wide limit is reached; coterie closes at once, so a client of a full
+broker learns it now rather than waiting in the listen backlog (coterie.broker.sockets).
 
 A connection is idle when nothing was read from it for `connections.max.idle.ms` and it is
 not waiting for an answer of ours (a parked JoinGroup or Fetch is the broker's doing, not

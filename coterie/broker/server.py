@@ -1,14 +1,15 @@
 """The asyncio broker: sockets in, handlers, responses out.
 
-Each connection is an asyncio protocol (`ClientConnection`): the loop hands it the bytes it
-read, and it answers the complete frames strictly in order, one at a time, as Kafka does (a
-client may pipeline many requests; they are answered in the order sent). Most answers are
-written at once, inside the loop's read callback; an answer that must be awaited (a parked
+Each connection is a non-blocking socket in the broker's poller (coterie.broker.sockets: one
+epoll set the asyncio loop watches) and a small `ClientConnection`: the poller says when it
+can be read, it answers the complete frames strictly in order, one at a time, as Kafka does
+(a client may pipeline many requests; they are answered in the order sent). Most answers are
+written at once, inside the read callback; an answer that must be awaited (a parked
 JoinGroup or Fetch, a large answer encoded on a worker thread, a file sent by sendfile) is
 finished by a task, and the connection's next frames wait for it. A parked fetch therefore
-holds back only its own connection. No task, stream reader or writer exists per idle
-connection: that costs about 1.8 KiB of memory a connection where streams took 5.4 KiB, and
-less work per request.
+holds back only its own connection. No task, stream, transport or socket object exists per
+idle connection: a connection costs about 0.4 KiB of memory, where asyncio's transports
+took 1.8 KiB and its streams 5.4 KiB.
 
 Fairness: one connection's frames are answered for at most `TURN_S` before the others get
 a turn; a connection whose unread answers exceed `UNSENT_LIMIT` is not read any more until
@@ -26,7 +27,9 @@ import base64
 import contextlib
 import logging
 import os
+import socket
 import struct
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -50,6 +53,7 @@ from coterie.broker.log_cleaner import LogCleaner
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.services import ApiRange, Services
+from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.transactions import TxnRuntime
 from coterie.broker.waiters import FetchWaiters
@@ -91,137 +95,235 @@ class CloseConnection(Exception):
     """Raised inside request handling when the connection must be dropped."""
 
 
-async def _stream(transport: asyncio.Transport, response: RawResponse) -> None:
-    """Write a response whose file ranges go from file to socket by sendfile (Fetch answers:
-    the stored batches never pass through Python, as in Kafka)."""
-    loop = asyncio.get_running_loop()
-    try:
-        transport.write(response.buffer)
-        for piece in response.rest:
-            if type(piece) is not FileRange:
-                transport.write(piece)
-                continue
-            try:
-                sent = await loop.sendfile(transport, piece, piece.offset, piece.count,
-                                           fallback=False)
-            except asyncio.SendfileNotAvailableError:
-                data = os.pread(piece.fd, piece.count, piece.offset)
-                transport.write(data)
-                sent = len(data)
-            if sent != piece.count:  # the client would misread everything after this
-                raise CloseConnection(f"short sendfile: {sent} of {piece.count} bytes")
-    except OSError as e:
-        if isinstance(e, ConnectionError):
-            raise
-        raise CloseConnection(f"cannot send a response: {e}") from e
-    finally:
-        response.close()
-
-
-class ClientConnection(Connection, asyncio.Protocol):
-    """One client connection (module docstring). States: answering frames as they come;
-    `busy` while an answer is awaited by `task` or the rest of a turn is deferred;
-    `write_paused` while the client leaves more than UNSENT_LIMIT of answers unread."""
+class ClientConnection(Connection):
+    """One client connection (module docstring): a non-blocking socket's descriptor in the
+    broker's poller (coterie.broker.sockets). States: answering frames as they come; `busy`
+    while an answer is awaited by `task` or the rest of a turn is deferred; `write_paused`
+    while the client leaves more than UNSENT_LIMIT of answers unread (`out` holds what the
+    socket did not take yet); `closed` once it is dropped or, after the client's end of
+    stream, while its last answers are sent."""
 
     __slots__ = (
         "broker",
         "busy",
         "closed",
         "eof",
+        "fd",
         "frames",
-        "peer",
+        "out",
+        "port",
+        "reading",
+        "sent",
         "task",
-        "transport",
         "write_paused",
+        "writing",
     )
 
-    def __init__(self, broker: Broker) -> None:
-        Connection.__init__(self, "?")
+    def __init__(self, broker: Broker, fd: int, ip: str, port: int) -> None:
+        Connection.__init__(self, ip)
         self.broker = broker
-        self.transport: asyncio.Transport | None = None
+        self.fd = fd
+        self.port = port
         self.frames = FrameBuffer(broker.config.socket_request_max_bytes)
-        self.peer = "?"
+        self.out: bytearray | None = None
+        self.sent: asyncio.Future | None = None  # resolved when `out` is empty again
         self.busy = False
         self.write_paused = False
         self.closed = False
         self.eof = False
+        self.reading = True  # as the poller watches it
+        self.writing = False
         self.task: asyncio.Task | None = None
 
-    # -- asyncio's callbacks -------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        peer_info = transport.get_extra_info("peername")
-        self.ip = str(peer_info[0]) if peer_info else "?"
-        self.peer = f"{self.ip}:{peer_info[1]}" if peer_info else "?"
-        broker = self.broker
-        refusal = broker.connections.refusal(self.ip)
-        if refusal is not None:
-            broker._refusals.warning("closing new connection from %s: %s", self.peer, refusal)
-            self.closed = True
-            transport.close()
-            return
-        transport.set_write_buffer_limits(high=UNSENT_LIMIT)
-        broker.connections.add(self)
-        log.debug("connection from %s", self.peer)
+    @property
+    def peer(self) -> str:
+        return f"{self.ip}:{self.port}"
 
-    def data_received(self, data: bytes) -> None:
+    # -- the poller's callbacks ----------------------------------------------------------
+    def readable(self) -> None:
         if self.closed:
             return
+        try:
+            count = os.readv(self.fd, self.broker.read_into)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._give_up(e)
+            return
+        if not count:
+            # The client will send no more; answer what it sent, then close.
+            self.eof = True
+            if self.busy or self.write_paused:
+                self._update_watch()
+            else:
+                self._serve()
+            return
         self.last_read = time.monotonic()
-        self.frames.feed(data)
+        self.frames.feed(self.broker.read_view[:count])
         if self.busy or self.write_paused:
-            self._update_reading()
+            self._update_watch()
         else:
             self._serve()
 
-    def eof_received(self) -> bool:
-        # The client will send no more; answer what it sent, then close.
-        self.eof = True
-        if not self.busy and not self.write_paused:
-            self._serve()
-        return True
+    def writable(self) -> None:
+        out = self.out
+        if out:
+            try:
+                count = os.write(self.fd, out)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self._give_up(e)
+                return
+            del out[:count]
+        if out:
+            if not self.write_paused or len(out) > UNSENT_LIMIT // 4:
+                return
+        else:
+            self.out = None
+            sent = self.sent
+            if sent is not None:
+                self.sent = None
+                if not sent.done():
+                    sent.set_result(None)
+            if self.closed:  # closing after the client's end of stream: all is sent
+                self._drop()
+                return
+        if self.write_paused:
+            self.write_paused = False
+            if not self.busy and not self.closed:
+                self._serve()
+                return
+        self._update_watch()
 
-    def pause_writing(self) -> None:
-        self.write_paused = True
-        self._update_reading()
+    def failed(self) -> None:
+        self.close()
 
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        if not self.busy and not self.closed:
-            self._serve()
+    # -- sending -------------------------------------------------------------------------
+    def write(self, data: Any) -> None:
+        """Send `data` now, or as much as the socket takes and the rest when it can."""
+        if self.fd < 0:
+            return
+        out = self.out
+        if out is not None:
+            out += data
+        else:
+            try:
+                count = os.write(self.fd, data)
+            except (BlockingIOError, InterruptedError):
+                count = 0
+            except OSError as e:
+                self._give_up(e)
+                return
+            if count == len(data):
+                return
+            out = self.out = bytearray(memoryview(data)[count:])
+        if len(out) > UNSENT_LIMIT:
+            self.write_paused = True
+        self._update_watch()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        # An answer still being awaited finishes on its own and is dropped.
+    async def _all_sent(self) -> None:
+        """Wait until the socket took everything written so far."""
+        while self.out is not None or self.sent is not None:
+            if self.fd < 0:
+                raise ConnectionResetError("connection closed")
+            if self.sent is None:
+                self.sent = asyncio.get_running_loop().create_future()
+                self._update_watch()
+            await self.sent
+        if self.fd < 0:
+            raise ConnectionResetError("connection closed")
+
+    async def _can_send(self) -> None:
+        """Wait until the socket can take more (after a sendfile that would block)."""
+        self.sent = asyncio.get_running_loop().create_future()
+        self._update_watch()
+        await self._all_sent()
+
+    async def _stream(self, response: RawResponse) -> None:
+        """Send a response whose file ranges go from file to socket by sendfile (Fetch
+        answers: the stored batches never pass through Python, as in Kafka)."""
+        try:
+            self.write(response.buffer)
+            for piece in response.rest:
+                if type(piece) is not FileRange:
+                    self.write(piece)
+                    continue
+                await self._all_sent()
+                offset, left = piece.offset, piece.count
+                while left:
+                    try:
+                        sent = os.sendfile(self.fd, piece.fd, offset, left)
+                    except (BlockingIOError, InterruptedError):
+                        await self._can_send()
+                        continue
+                    except OSError as e:
+                        if isinstance(e, ConnectionError) or self.fd < 0:
+                            raise
+                        # No sendfile for this file or socket: read and write instead.
+                        self.write(os.pread(piece.fd, left, offset))
+                        break
+                    if not sent:  # the file is shorter than the batches it should hold
+                        raise CloseConnection(f"short sendfile: {piece.count - left} of "
+                                              f"{piece.count} bytes")
+                    offset += sent
+                    left -= sent
+        except OSError as e:
+            if isinstance(e, ConnectionError):
+                raise
+            raise CloseConnection(f"cannot send a response: {e}") from e
+        finally:
+            response.close()
+
+    # -- closing -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Drop the connection now, unsent answers and all."""
         self.closed = True
-        self.broker.connections.remove(self)
+        self.out = None
+        self._drop()
+
+    def _close_when_sent(self) -> None:
+        self.closed = True
+        if self.out is None:
+            self._drop()
+        else:
+            self._update_watch()
+
+    def _drop(self) -> None:
+        fd = self.fd
+        if fd < 0:
+            return
+        self.fd = -1
+        self.closed = True
+        broker = self.broker
+        broker.poller.remove(fd)
+        os.close(fd)
+        broker.connections.remove(self)
+        sent = self.sent
+        if sent is not None and not sent.done():
+            sent.set_exception(ConnectionResetError("connection closed"))
+            sent.exception()  # retrieved: nobody may be waiting for it
+        # An answer still being awaited finishes on its own and is dropped.
         log.debug("connection from %s closed", self.peer)
 
     # -- serving -------------------------------------------------------------------------
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            if self.transport is not None:
-                self.transport.close()
-
-    def _update_reading(self) -> None:
-        """Read while answers are being sent and requests do not pile up unanswered."""
-        transport = self.transport
-        if self.closed or transport is None or transport.is_closing():
+    def _update_watch(self) -> None:
+        """Read while answers are being sent and requests do not pile up unanswered; watch
+        for writing while something waits to be sent."""
+        if self.fd < 0:
             return
-        read = not self.write_paused and (not self.busy or self.frames.pending <= READ_LIMIT)
-        if read != transport.is_reading():
-            if read:
-                transport.resume_reading()
-            else:
-                transport.pause_reading()
+        read = (not self.closed and not self.eof and not self.write_paused
+                and (not self.busy or self.frames.pending <= READ_LIMIT))
+        write = self.out is not None or self.sent is not None
+        if read is not self.reading or write is not self.writing:
+            self.reading = read
+            self.writing = write
+            self.broker.poller.watch(self.fd, read, write)
 
     def _serve(self) -> None:
         """Answer the buffered frames in order until none is left, an answer must be
-        awaited (a task goes on), the client stops reading (resume_writing goes on) or
-        the turn is used up (the loop's next round goes on)."""
-        transport = self.transport
-        assert transport is not None
+        awaited (a task goes on), the client stops reading (`writable` goes on) or the
+        turn is used up (the loop's next round goes on)."""
         broker = self.broker
         turn_start = time.monotonic()
         try:
@@ -233,9 +335,10 @@ class ClientConnection(Connection, asyncio.Protocol):
                 if type(out) is CoroutineType or type(out) is RawResponse:
                     self.busy = True
                     self.task = asyncio.get_running_loop().create_task(self._finish(out))
+                    self._update_watch()
                     return
                 if out is not None:
-                    transport.write(out)
+                    self.write(out)
                 if self.write_paused:
                     return
                 if time.monotonic() - turn_start > TURN_S:
@@ -243,14 +346,15 @@ class ClientConnection(Connection, asyncio.Protocol):
                     # turn before the next one.
                     self.busy = True
                     asyncio.get_running_loop().call_soon(self._next_turn)
+                    self._update_watch()
                     return
         except Exception as e:
             self._give_up(e)
             return
-        if not transport.is_reading():
-            self._update_reading()
         if self.eof and not self.closed:
-            self.close()
+            self._close_when_sent()
+        elif not self.reading:
+            self._update_watch()
 
     def _give_up(self, error: BaseException) -> None:
         """Close the connection after `error`: a refusal (oversized or undecodable frame,
@@ -267,6 +371,8 @@ class ClientConnection(Connection, asyncio.Protocol):
         self.busy = False
         if not self.closed and not self.write_paused:
             self._serve()
+        else:
+            self._update_watch()
 
     async def _finish(self, out: Any) -> None:
         """Await an answer (async handler, worker-thread encoding, sendfile), send it, and
@@ -283,11 +389,9 @@ class ClientConnection(Connection, asyncio.Protocol):
                     out.close()
                 return
             if type(out) is RawResponse:
-                assert self.transport is not None
-                await _stream(self.transport, out)
+                await self._stream(out)
             elif out is not None:
-                assert self.transport is not None
-                self.transport.write(out)
+                self.write(out)
         except (Exception, asyncio.CancelledError) as e:
             self._give_up(e)
             return
@@ -296,6 +400,8 @@ class ClientConnection(Connection, asyncio.Protocol):
         self.busy = False
         if not self.closed and not self.write_paused:
             self._serve()
+        else:
+            self._update_watch()
 
 
 def _load_cluster_id(data_dir: Path) -> str:
@@ -364,7 +470,14 @@ class Broker:
                        for a in sorted(self.apis.values(), key=lambda a: a.key)),
             transactions=self.transactions, group_configs=self.group_configs,
             dynamic_configs=self.dynamic_configs)
-        self._server: asyncio.base_events.Server | None = None
+        self._listener: Listener | None = None
+        self.poller: Poller | LoopPoller | None = None
+        self._stopped: asyncio.Future | None = None
+        # Every connection reads into this buffer, then keeps what it got (one per broker:
+        # os.readv lets other threads run, and a test may run two brokers in threads).
+        read_buffer = bytearray(READ_CHUNK)
+        self.read_view = memoryview(read_buffer)
+        self.read_into = (read_buffer,)
         self._tasks: list[asyncio.Task] = []
         self.connections = ConnectionTable(
             self.config.get_int("max.connections"),
@@ -401,13 +514,14 @@ class Broker:
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
-        asyncio.get_running_loop().set_exception_handler(self._loop_exception)
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: ClientConnection(self), self.config.host, self.config.port,
-            reuse_address=True)
+        loop = asyncio.get_running_loop()
+        self.poller = make_poller(loop)
+        self._listener = Listener(loop, self.config.host, self.config.port, self._accepted,
+                                  self._accept_errors)
         if self.config.port == 0:
             # Listening on an ephemeral port: advertise the one we actually got.
             self.config.port = self.port
+        self._stopped = loop.create_future()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self.load_groups()))
         if self.cleaner is not None:
@@ -418,17 +532,16 @@ class Broker:
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        return self._server.sockets[0].getsockname()[1]
+        assert self._listener is not None
+        return self._listener.port
 
     async def serve_forever(self) -> None:
-        assert self._server is not None
-        async with self._server:
-            await self._server.serve_forever()
+        assert self._stopped is not None
+        await asyncio.shield(self._stopped)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        if self._listener is not None:
+            self._listener.close()
         connections = [c for c in self.connections.live() if isinstance(c, ClientConnection)]
         tasks = [*self._tasks, *(c.task for c in connections if c.task is not None)]
         for conn in connections:
@@ -440,6 +553,10 @@ class Broker:
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
+        if self.poller is not None:
+            self.poller.close()
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
         self.groups.close()
         self.logs.close()
 
@@ -503,15 +620,20 @@ class Broker:
             conn.close()
             conn.last_read = float("inf")  # reported once
 
-    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
-        """asyncio reports an accept() that ran out of descriptors (EMFILE) on every retry;
-        it backs off by itself, so one line a minute says all there is to say."""
-        if "out of system resource" in str(context.get("message", "")):
-            self._accept_errors.warning(
-                "cannot accept connections: %s (open-file limit reached; retrying)",
-                context.get("exception"))
+    def _accepted(self, sock: socket.socket, address: Any) -> None:
+        """A new connection: refused at once over a connection limit, else served."""
+        ip = sys.intern(str(address[0])) if isinstance(address, tuple) else "?"
+        port = address[1] if isinstance(address, tuple) else 0
+        refusal = self.connections.refusal(ip)
+        if refusal is not None:
+            self._refusals.warning("closing new connection from %s:%s: %s", ip, port, refusal)
+            sock.close()
             return
-        loop.default_exception_handler(context)
+        assert self.poller is not None
+        conn = ClientConnection(self, sock.detach(), ip, port)
+        self.connections.add(conn)
+        self.poller.add(conn.fd, conn)
+        log.debug("connection from %s", conn.peer)
 
     def _handle_frame(self, frame: bytes, peer: str) -> Any:
         """Decode, dispatch and encode one request. Returns the encoded answer (bytes, or a
