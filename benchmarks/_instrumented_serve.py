@@ -5,6 +5,10 @@ its environment variable is set:
 * COTERIE_TRACEMALLOC_DIR: tracemalloc on (COTERIE_TRACEMALLOC_FRAMES frames per allocation,
   default 1); each SIGUSR1 writes a snapshot to the next `<dir>/snapshot-<n>`, then
   `<dir>/snapshot-<n>.done` once it is complete.
+* COTERIE_MALLOCSTATS_DIR (instead): each SIGUSR1 writes `<dir>/mallocstats-<n>`, Python's
+  small-object allocator statistics (`sys._debugmallocstats`: how full its pools and arenas
+  are, where RSS above the live objects goes; only without tracemalloc, which hides them),
+  then `<dir>/snapshot-<n>.done`.
 * COTERIE_GC_LOG: one line per full (generation 2) garbage collection, appended to that file:
   wall-clock end time (s), its duration (ms), objects collected.
 """
@@ -28,10 +32,28 @@ _gc_started = 0.0
 
 def _dump(signum: int, frame: FrameType | None) -> None:
     global _taken
-    path = Path(os.environ["COTERIE_TRACEMALLOC_DIR"]) / f"snapshot-{_taken}"
+    directory = os.environ.get("COTERIE_TRACEMALLOC_DIR") or os.environ[
+        "COTERIE_MALLOCSTATS_DIR"]
+    path = Path(directory) / f"snapshot-{_taken}"
+    if tracemalloc.is_tracing():
+        tracemalloc.take_snapshot().dump(str(path))
+    else:
+        _malloc_stats(path.with_name(f"mallocstats-{_taken}"))
     _taken += 1
-    tracemalloc.take_snapshot().dump(str(path))
     Path(f"{path}.done").touch()
+
+
+def _malloc_stats(path: Path) -> None:
+    """sys._debugmallocstats writes to the C stderr: point descriptor 2 at `path` meanwhile."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "w") as out:
+            os.dup2(out.fileno(), 2)
+            sys._debugmallocstats()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _gc_hook(log: Any) -> Any:
@@ -50,6 +72,8 @@ def _gc_hook(log: Any) -> Any:
 
 if os.environ.get("COTERIE_TRACEMALLOC_DIR"):
     tracemalloc.start(int(os.environ.get("COTERIE_TRACEMALLOC_FRAMES", "1")))
+    signal.signal(signal.SIGUSR1, _dump)
+elif os.environ.get("COTERIE_MALLOCSTATS_DIR"):
     signal.signal(signal.SIGUSR1, _dump)
 if os.environ.get("COTERIE_GC_LOG"):
     gc.callbacks.append(_gc_hook(open(os.environ["COTERIE_GC_LOG"], "a")))  # noqa: SIM115

@@ -716,6 +716,11 @@ def run_once(protocol: str, args: argparse.Namespace, log: Any) -> RunResult:
         snap_dir = args.tracemalloc / protocol
         snap_dir.mkdir(parents=True, exist_ok=True)
         os.environ["COTERIE_TRACEMALLOC_DIR"] = str(snap_dir)
+    elif args.mallocstats is not None:
+        launcher = instrumented
+        snap_dir = args.mallocstats / protocol
+        snap_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["COTERIE_MALLOCSTATS_DIR"] = str(snap_dir)
     with tempfile.TemporaryDirectory(prefix="coterie-load-") as tmp:
         gc_log: Path | None = None
         if args.gc_log:
@@ -923,6 +928,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gc-log", action="store_true",
                         help="log the broker's full garbage collections (through "
                              "benchmarks/_instrumented_serve.py) and report those of the window")
+    parser.add_argument("--mallocstats", type=Path, default=None, metavar="DIR",
+                        help="instead of --tracemalloc: the broker writes Python's allocator "
+                             "statistics (sys._debugmallocstats) to DIR/<protocol>/mallocstats-N "
+                             "at the same moments (before, connected, end)")
     parser.add_argument("--top", type=int, default=25, help="lines per tracemalloc table")
     args = parser.parse_args(argv)
     if args.members < args.group_size:
@@ -948,8 +957,11 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     log(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(table(results))
+    if args.mallocstats is not None:
+        print(f"\nallocator statistics: {args.mallocstats}/<protocol>/mallocstats-0/1/2 "
+              "(before, connected, end)")
     for r in results:
-        if r.snapshots:
+        if r.snapshots and args.tracemalloc is not None:
             print(f"\n### {r.protocol}: tracemalloc, {r.members:,} members")
             print(memory_breakdown({k: Path(v) for k, v in r.snapshots.items()}, r.members,
                                    args.top))

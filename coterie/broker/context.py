@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -45,10 +46,24 @@ class RequestContext:
 
     @property
     def client_host(self) -> str:
-        """The client address as Kafka reports it in group descriptions ("/127.0.0.1")."""
-        return "/" + self.peer.rsplit(":", 1)[0]
+        """The client address as Kafka reports it in group descriptions ("/127.0.0.1"):
+        one string for every member from that address (members keep it)."""
+        return sys.intern("/" + self.peer.rsplit(":", 1)[0])
+
+
+# Milliseconds values seen, each kept once: every member keeps its session and rebalance
+# timeouts, and they are nearly always the same few values (an int above 256 costs 32
+# bytes a copy). Bounded, so odd values from clients cannot grow it.
+_SHARED_MILLIS: dict[int, int] = {}
+_SHARED_MILLIS_MAX = 1024
 
 
 def millis(value: Any) -> int:
     """A kio timedelta field as whole milliseconds (-1 stays -1)."""
-    return round(value.total_seconds() * 1000)
+    ms = round(value.total_seconds() * 1000)
+    shared = _SHARED_MILLIS.get(ms)
+    if shared is not None:
+        return shared
+    if len(_SHARED_MILLIS) < _SHARED_MILLIS_MAX:
+        _SHARED_MILLIS[ms] = ms
+    return ms

@@ -28,6 +28,7 @@ import asyncio
 import base64
 import dataclasses
 import gc
+import heapq
 import itertools
 import logging
 import uuid
@@ -139,17 +140,6 @@ def new_consumer_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-class _Armed:
-    """A core timer as armed on the loop (see `GroupRuntime._apply_timers`)."""
-
-    __slots__ = ("armed", "deadline", "handle")
-
-    def __init__(self, handle: asyncio.TimerHandle, armed: int, deadline: int) -> None:
-        self.handle = handle
-        self.armed = armed
-        self.deadline = deadline
-
-
 class GroupRuntime:
     def __init__(self, offsets_log: OffsetsLog, clock: Callable[[], int],
                  config: ShardConfig, retention_check_interval_ms: int = 600_000) -> None:
@@ -161,9 +151,14 @@ class GroupRuntime:
                        for i in range(offsets_log.partitions)]
         self._shard_of: dict[str, GroupShard] = {}
         self.loaded = False
-        # One entry per armed timer (every member has its session timer): its loop handle,
-        # the deadline the handle was armed for and the one now wanted.
-        self._timers: dict[TimerKey, _Armed] = {}
+        # The core's armed timers (every member has its session timer), by key: the deadline
+        # each wants (`_apply_timers`), and a heap of (deadline, sequence, key) entries
+        # behind a single loop timer, `_wake`, armed for the earliest (`_wake_at`).
+        self._timers: dict[TimerKey, int] = {}
+        self._heap: list[tuple[int, int, TimerKey]] = []
+        self._sequence = itertools.count()
+        self._wake: asyncio.TimerHandle | None = None
+        self._wake_at = 0
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._tokens = itertools.count(1)
         # Every group change, as JSON events in __group_events, once the broker plugs in
@@ -336,49 +331,74 @@ class GroupRuntime:
             fut.set_result(answer)
 
     def _apply_timers(self, ops: list[TimerOp]) -> None:
-        """Arm and cancel the core's timers. A timer pushed later (every heartbeat pushes its
-        member's session timer) keeps its armed handle and only records the new deadline:
-        when the handle fires early, `_fire` re-arms it for the rest. That saves a cancel
-        and a new loop timer per heartbeat."""
-        loop: asyncio.AbstractEventLoop | None = None
+        """Arm and cancel the core's timers. Why not a loop timer each: at 10,000 members
+        a loop handle per session timer cost about 300 bytes a member. Here a key's entry
+        in the heap stays where it is when its deadline moves later (every heartbeat
+        pushes its member's session timer): when the entry comes due, `_fire_due` finds
+        the later deadline and puts the key back for it. So a heartbeat costs one dict
+        store. An earlier deadline adds an entry; entries of cancelled keys are skipped."""
+        timers = self._timers
         now = -1
         for op in ops:
             key, deadline = op.key, op.deadline_ms
-            armed = self._timers.get(key)
-            if deadline is not None and armed is not None and armed.armed <= deadline:
-                armed.deadline = deadline
+            wanted = timers.get(key)
+            if deadline is None:
+                if wanted is not None:
+                    del timers[key]
                 continue
-            if armed is not None:
-                armed.handle.cancel()
-                del self._timers[key]
-            if deadline is not None:
-                loop = loop or asyncio.get_running_loop()
+            timers[key] = deadline
+            if wanted is not None and wanted <= deadline:
+                continue  # an entry at or before `deadline` is in the heap already
+            heap = self._heap
+            heapq.heappush(heap, (deadline, next(self._sequence), key))
+            if len(heap) > 2 * len(timers) + 1024:  # mostly stale: members come and go
+                heap[:] = [(d, next(self._sequence), k) for k, d in timers.items()]
+                heapq.heapify(heap)
+            if self._wake is None or deadline < self._wake_at:
                 if now < 0:
                     now = self.now_ms()
-                self._arm(loop, key, deadline, now)
+                self._schedule(deadline, now)
 
-    def _arm(self, loop: asyncio.AbstractEventLoop, key: TimerKey, deadline: int,
-             now: int) -> None:
+    def _schedule(self, deadline: int, now: int) -> None:
         """A deadline already due (a 0 ms initial rebalance delay) still goes through the
         loop: never inside the request that armed it, but on a later turn, after the
         handlers of requests read off their sockets before that turn (their tasks are queued
         already) have run. Kafka likewise queues such a timer behind the requests already
         queued for the coordinator."""
-        handle = loop.call_later(max(0.0, (deadline - now) / 1000), self._fire, key)
-        self._timers[key] = _Armed(handle, deadline, deadline)
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake_at = deadline
+        self._wake = asyncio.get_running_loop().call_later(
+            max(0.0, (deadline - now) / 1000), self._fire_due)
 
-    def _fire(self, key: TimerKey) -> None:
-        armed = self._timers.pop(key, None)
-        deadline = None if armed is None else armed.deadline
+    def _fire_due(self) -> None:
+        """Fire every timer due now, in deadline order. Timers the firing ones arm wait for
+        a later turn, even those already due (`_schedule`)."""
+        self._wake = None
+        heap = self._heap
+        timers = self._timers
         now = self.now_ms()
-        if deadline is not None and deadline > now:  # pushed back since it was armed
-            self._arm(asyncio.get_running_loop(), key, deadline, now)
-            return
+        due: list[TimerKey] = []
+        while heap and heap[0][0] <= now:
+            due.append(heapq.heappop(heap)[2])
+        for key in due:
+            wanted = timers.get(key)
+            if wanted is None:
+                continue  # cancelled, or fired already by an earlier entry
+            if wanted > now:  # pushed back since its entry went in
+                heapq.heappush(heap, (wanted, next(self._sequence), key))
+                continue
+            del timers[key]
+            self._fire(key, now)
+        if heap and (self._wake is None or heap[0][0] < self._wake_at):
+            self._schedule(heap[0][0], now)
+
+    def _fire(self, key: TimerKey, now: int) -> None:
         group_id = key.group_id
         # Why members a timer removes went (a TimerKind: a str, "session" and so on).
         self.events.cause = key.kind
         try:
-            self.run(group_id, self.shard_for(group_id).coordinator.on_timer(key, self.now_ms()))
+            self.run(group_id, self.shard_for(group_id).coordinator.on_timer(key, now))
         except Exception:
             log.exception("timer %s failed", key)
 
@@ -417,6 +437,8 @@ class GroupRuntime:
         self.shards[partition].replay_marker(producer[0], commit)
 
     def close(self) -> None:
-        for armed in self._timers.values():
-            armed.handle.cancel()
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
         self._timers.clear()
+        self._heap.clear()

@@ -12,6 +12,7 @@ coordinator of every group.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -68,16 +69,18 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
     session = millis(request.session_timeout)
     rebalance = millis(request.rebalance_timeout) if ctx.api_version >= 1 else session
     token, fut = runtime.park()
+    # Strings the member keeps and its group's members share are kept once (sys.intern):
+    # at 10,000 members each copy would cost about 60 bytes a member.
     core = JoinGroupRequest(
-        group_id=request.group_id, member_id=request.member_id,
-        protocol_type=request.protocol_type,
-        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        group_id=sys.intern(request.group_id), member_id=request.member_id,
+        protocol_type=sys.intern(request.protocol_type),
+        protocols=tuple((sys.intern(p.name), bytes(p.metadata)) for p in request.protocols),
         session_timeout_ms=session,
         # JoinGroup v0 has no rebalance timeout; the session timeout stands in (never -1).
         rebalance_timeout_ms=rebalance if rebalance > 0 else session,
         group_instance_id=getattr(request, "group_instance_id", None),
         require_known_member_id=ctx.api_version >= 4,
-        client_id=ctx.client_id or "", client_host=ctx.client_host,
+        client_id=sys.intern(ctx.client_id or ""), client_host=ctx.client_host,
         reason=getattr(request, "reason", None), token=token,
         supports_skip_assignment=ctx.api_version >= 9,
     )

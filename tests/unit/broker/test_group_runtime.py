@@ -6,7 +6,9 @@ the live keys; groups are routed to the shard of their partition."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -16,6 +18,8 @@ from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.group.offsets.messages import CommitPartition, OffsetCommitRequest
 from coterie.group.partitioning import partition_for
+from coterie.group.result import TimerOp
+from coterie.group.timers import TimerKey, TimerKind
 
 TOPIC_ID = uuid.UUID(int=7)
 
@@ -94,5 +98,58 @@ def test_a_second_runtime_loads_the_same_state_and_compaction_keeps_live_keys():
         partition = partition_for("g", 4)
         assert len(log.batches[partition]) == 1  # one snapshot batch
         assert rt.shard_for("g").partition == partition
+
+    asyncio.run(scenario())
+
+
+class _RecordingRuntime(GroupRuntime):
+    """The runtime with its timer handler replaced by a log of what fired when: what is
+    under test is the timer heap (`_apply_timers`, `_fire_due`), not the coordinator."""
+
+    def __init__(self, log: MemoryOffsetsLog, clock: Any) -> None:
+        super().__init__(log, clock, group_settings({}, ConsumerGroupConfig()))
+        self.fired: list[tuple[TimerKey, int]] = []
+
+    def _fire(self, key: TimerKey, now: int) -> None:
+        self.fired.append((key, now))
+
+
+def test_timers_fire_in_deadline_order_once_each_and_pushed_back_ones_later():
+    async def scenario() -> None:
+        def clock() -> int:
+            return time.monotonic_ns() // 1_000_000
+
+        rt = _RecordingRuntime(MemoryOffsetsLog(1), clock)
+        start = clock()
+        keys = [TimerKey(TimerKind.CONSUMER_SESSION, "g", f"m{i}") for i in range(5)]
+        rt._apply_timers([TimerOp(keys[0], start + 60), TimerOp(keys[1], start + 20),
+                          TimerOp(keys[2], start + 40), TimerOp(keys[3], start)])
+        rt._apply_timers([TimerOp(keys[1], start + 80),  # pushed back: fires later
+                          TimerOp(keys[2], None),  # cancelled: never fires
+                          TimerOp(keys[4], start + 30)])
+        rt._apply_timers([TimerOp(keys[4], start + 10)])  # brought forward
+        assert rt.fired == []  # even the one due already waits for a later turn
+        await asyncio.sleep(0.2)
+        assert [key for key, _ in rt.fired] == [keys[3], keys[4], keys[0], keys[1]]
+        wanted = {keys[3]: start, keys[4]: start + 10, keys[0]: start + 60,
+                  keys[1]: start + 80}
+        assert all(at >= wanted[key] for key, at in rt.fired)
+        assert not rt._timers and not rt._heap
+        rt.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_timer_heap_stays_bounded_when_members_come_and_go():
+    async def scenario() -> None:
+        rt = _RecordingRuntime(MemoryOffsetsLog(1), Clock())
+        far = rt.now_ms() + 3_600_000
+        for i in range(20_000):
+            key = TimerKey(TimerKind.CONSUMER_SESSION, "g", f"m{i}")
+            rt._apply_timers([TimerOp(key, far - i)])  # each earlier than the last
+            rt._apply_timers([TimerOp(key, None)])
+        assert len(rt._timers) == 0
+        assert len(rt._heap) <= 1024 + 1
+        rt.close()
 
     asyncio.run(scenario())
