@@ -30,6 +30,7 @@ from coterie.group.consumer.member import (
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest, TopicPartitions
 from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
 from coterie.group.records.consumer import Partitions
+from coterie.group.records.shared import shared_opt, shared_str
 
 
 class Refused(Exception):
@@ -178,19 +179,21 @@ def updated_member(member: ConsumerMember, req: ConsumerHeartbeatRequest) -> Con
         names = shared_names(req.subscribed_topic_names)
     regex = member.subscribed_topic_regex
     if req.subscribed_topic_regex is not None:
-        regex = req.subscribed_topic_regex or None
+        regex = shared_opt(req.subscribed_topic_regex or None)
+    # Values most members repeat are kept as one shared string (`records/shared.py`); the
+    # steady heartbeat returned above, so this costs nothing there.
     return replace(
         member,
         instance_id=member.instance_id if req.instance_id is None else req.instance_id,
-        rack_id=member.rack_id if req.rack_id is None else req.rack_id,
+        rack_id=member.rack_id if req.rack_id is None else shared_str(req.rack_id),
         rebalance_timeout_ms=(member.rebalance_timeout_ms if req.rebalance_timeout_ms == -1
                               else req.rebalance_timeout_ms),
         server_assignor=member.server_assignor if req.server_assignor is None
-        else req.server_assignor,
+        else shared_str(req.server_assignor),
         subscribed_topic_names=names,
         subscribed_topic_regex=regex,
-        client_id=req.client_id,
-        client_host=req.client_host,
+        client_id=shared_str(req.client_id),
+        client_host=shared_str(req.client_host),
         classic=None,
     )
 
