@@ -33,6 +33,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
 )
+from coterie.group.records.partition_set import compact
 from coterie.group.topic_image import TopicImage
 
 
@@ -99,7 +100,8 @@ def compute_target(group_id: str, epoch: int, members: Mapping[str, ConsumerMemb
             # dropped for being gone from the topic image).
             new = old_targets[member_id]
         else:
-            new = frozenset(by_name[name].tp(p) for name, p in assignment.partitions)
+            # Kept for as long as the group is stable: the compact form (`PartitionSet`).
+            new = compact(by_name[name].tp(p) for name, p in assignment.partitions)
         targets[member_id] = new
         old = old_targets.get(member_id)
         if old is None or old != new:

@@ -66,6 +66,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
 )
+from coterie.group.records.partition_set import compact
 from coterie.group.records.shared import shared_opt, shared_str
 
 __all__ = ["CONSUMER_RECORD_TYPES", "VALUE_VERSION", "decode", "encode"]
@@ -239,7 +240,7 @@ def _from_topic_partitions(entries: Iterable[Any] | None, what: str) -> Partitio
         if entry.partitions is None:
             raise RecordDecodeError(f"{what}: partitions of {entry.topic_id} are null")
         out.extend((entry.topic_id, int(p)) for p in entry.partitions)
-    return frozenset(out)
+    return compact(out)  # kept in the group and the durable map: the compact form
 
 
 # --------------------------------------------------------------------------------------------
