@@ -197,7 +197,15 @@ class GroupShard:
                 for pending in self.durable_pending.values():
                     pending.pop(k, None)
         else:
-            self.durable[key] = record
+            durable = self.durable
+            if not isinstance(key, OffsetCommitKey):
+                old = durable.get(key)
+                if old is not None and old.key is not key:
+                    # A dict keeps the first of equal keys: the record shares it, or every
+                    # rewrite of a member's records would keep two equal keys alive. (Not
+                    # done for offset commits, to leave their path as it was.)
+                    record = Record(old.key, record.value)
+            durable[key] = record
             if isinstance(key, OffsetCommitKey):
                 # The record was applied just before (appends are synchronous): the store's
                 # entry is this record's, with its position.

@@ -102,11 +102,15 @@ def compute_target(group_id: str, epoch: int, members: Mapping[str, ConsumerMemb
         else:
             # Kept for as long as the group is stable: the compact form (`PartitionSet`).
             new = compact(by_name[name].tp(p) for name, p in assignment.partitions)
-        targets[member_id] = new
         old = old_targets.get(member_id)
-        if old is None or old != new:
+        if old is not None and old == new:
+            # Unchanged: no record, and the member keeps the object it already shares with
+            # its assigned partitions (an equal copy would be a second one to keep).
+            new = old
+        else:
             records.append(Record(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
                                   ConsumerGroupTargetAssignmentMemberValue(new)))
+        targets[member_id] = new
     records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(group_id),
                           ConsumerGroupTargetAssignmentMetadataValue(epoch)))
     return TargetAssignment(epoch, targets, records)
