@@ -11,7 +11,7 @@ consumer core (and offsets, here) by replaying the result's records through the 
 that loads a partition after a restart; classic groups change in place and return a
 snapshot record whose replay gives the same group (the replay-equals-live properties in
 tests/unit/group check both). The shard keeps, per live key, the last value that reached the
-log (`durable`); compaction writes them out as a snapshot.
+log (`durable`, values only: `durable.py`); compaction writes them out as a snapshot.
 
 The revert path. When an append fails, the broker calls `revert(group_id, records, now_ms)`,
 the one undo for every group type and for offsets: the offsets the failed records touched are
@@ -55,6 +55,7 @@ from coterie.group.classic.messages import (
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.messages import DescribedConsumerGroup
+from coterie.group.durable import DurableRecords
 from coterie.group.group import Group, ListedGroup, Refusal
 from coterie.group.mixed.coordinator import GroupCoordinator
 from coterie.group.offsets.messages import (
@@ -131,7 +132,7 @@ class GroupShard:
                                 .client_assignment_timeout_ms))
         self.offsets = OffsetStore()
         # The last value of every live key that reached the log, in first-written order.
-        self.durable: dict[Any, Record] = {}
+        self.durable = DurableRecords()
         # The committed offsets that reached the log, with their replay positions: what a
         # failed append is undone to (replaying them again would reorder them after pending
         # transactional offsets the log has after them, and a tombstone would drop those).
@@ -171,8 +172,7 @@ class GroupShard:
         for key in pending:
             entry = self.offsets.committed_entry(key)
             if entry is not None:
-                okey = OffsetCommitKey(*key)
-                self.durable[okey] = Record(okey, entry[0])
+                self.durable.put(Record(OffsetCommitKey(*key), entry[0]))
                 self.durable_offsets[key] = entry
 
     def _apply(self, record: Record, producer_id: int = NO_PRODUCER_ID) -> None:
@@ -190,14 +190,14 @@ class GroupShard:
                 self.durable_pending.setdefault(producer_id, {})[k] = entry
             return
         if record.value is None:
-            self.durable.pop(key, None)
+            self.durable.drop(key)
             if isinstance(key, OffsetCommitKey):
                 k = (key.group_id, key.topic, key.partition)
                 self.durable_offsets.pop(k, None)
                 for pending in self.durable_pending.values():
                     pending.pop(k, None)
         else:
-            self.durable[key] = record
+            self.durable.put(record)
             if isinstance(key, OffsetCommitKey):
                 # The record was applied just before (appends are synchronous): the store's
                 # entry is this record's, with its position.
@@ -230,7 +230,7 @@ class GroupShard:
                 k = (record.key.group_id, record.key.topic, record.key.partition)
                 self.offsets.restore_pending(producer_id, k, durable.get(k))
             return Revert(result, rebuilt=False)
-        durable = [r for r in self.durable.values() if r.key.group_id == group_id]
+        durable = [r for r in self.durable.records() if r.key.group_id == group_id]
         touched = {(r.key.group_id, r.key.topic, r.key.partition) for r in records
                    if isinstance(r.key, OffsetCommitKey)}
         for k in touched:

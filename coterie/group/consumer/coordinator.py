@@ -331,7 +331,8 @@ class ConsumerCoordinator:
             req.rebalance_timeout_ms != -1 and req.owned is not None and (
                 req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         assignment = None
-        if full or reconciled.assigned != member.assigned:
+        if full or (reconciled.assigned is not member.assigned
+                    and reconciled.assigned != member.assigned):
             assignment = wire_partitions(reconciled.assigned)
         return Result(ConsumerHeartbeatResponse(
             ErrorCode.none, member_id=member_id, member_epoch=reconciled.member_epoch,

@@ -12,8 +12,8 @@ What a group holds:
   epoch (the target epoch it has reconciled to);
 - members, and static members by instance id;
 - the target assignment (member id -> partitions) and which member holds which partition at
-  which epoch (`partition_epochs`: a partition is held from the moment a member is given it
-  until the member reports it gave it back, or leaves);
+  which epoch (`partition_epochs`, one array per topic: a partition is held from the moment
+  a member is given it until the member reports it gave it back, or leaves);
 - regular expressions members subscribe with, and the topics each currently resolves to
   (a regex new to the group has no resolution until the coordinator's resolution runs);
 - counters derived from the members (subscribed topic names, regexes, server assignors) so
@@ -39,6 +39,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.group.consumer.member import LEAVE_EPOCH, ConsumerMember
+from coterie.group.consumer.partition_epochs import PartitionEpochs
 from coterie.group.group import ListedGroup, Refusal
 from coterie.group.records.consumer import (
     NO_PARTITIONS,
@@ -49,7 +50,6 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
-    TopicIdPartition,
 )
 
 
@@ -88,7 +88,7 @@ class ConsumerGroup:
         self.members: dict[str, ConsumerMember] = {}
         self.static_members: dict[str, str] = {}
         self.targets: dict[str, Partitions] = {}
-        self.partition_epochs: dict[TopicIdPartition, int] = {}
+        self.partition_epochs = PartitionEpochs()
         self.resolved_regexes: dict[str, ResolvedRegex] = {}
         # Live only, not from records (Kafka's scheduled "<group>-regex" task): the regexes a
         # resolution has been asked for and not yet run, or None. Lost with the object on a

@@ -9,12 +9,10 @@ nothing); a member's epoch is then checked against the one the coordinator knows
 
 from __future__ import annotations
 
-import base64
-import binascii
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
-from functools import lru_cache
 
 from kio.schema.errors import ErrorCode
 
@@ -30,6 +28,7 @@ from coterie.group.consumer.member import (
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest, TopicPartitions
 from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
 from coterie.group.records.consumer import Partitions
+from coterie.group.records.shared import shared_opt, shared_str
 
 
 class Refused(Exception):
@@ -102,16 +101,16 @@ def blank(value: str) -> bool:
     return not value.lstrip(_JAVA_TRIMMED)
 
 
-@lru_cache(maxsize=65536)
+# 22 base64 characters, URL-safe or standard, are 16 bytes (the last one's low bits unused).
+_BASE64_UUID = re.compile(r"[A-Za-z0-9+/_-]{22}")
+
+
 def is_uuid(member_id: str) -> bool:
     """A Kafka Uuid string (22 characters of base64, URL-safe as the Java client writes it or
-    standard as librdkafka does, no padding) or the canonical 36-character form."""
+    standard as librdkafka does, no padding) or the canonical 36-character form. Not cached:
+    a cache keyed by member id cost about 80 bytes per member for a check this cheap."""
     if len(member_id) == 22:
-        text = member_id.replace("-", "+").replace("_", "/") + "=="
-        try:
-            return len(base64.b64decode(text, validate=True)) == 16
-        except (binascii.Error, ValueError):
-            return False
+        return _BASE64_UUID.fullmatch(member_id) is not None
     if len(member_id) == 36:
         try:
             uuid.UUID(member_id)
@@ -178,19 +177,21 @@ def updated_member(member: ConsumerMember, req: ConsumerHeartbeatRequest) -> Con
         names = shared_names(req.subscribed_topic_names)
     regex = member.subscribed_topic_regex
     if req.subscribed_topic_regex is not None:
-        regex = req.subscribed_topic_regex or None
+        regex = shared_opt(req.subscribed_topic_regex or None)
+    # Values most members repeat are kept as one shared string (`records/shared.py`); the
+    # steady heartbeat returned above, so this costs nothing there.
     return replace(
         member,
         instance_id=member.instance_id if req.instance_id is None else req.instance_id,
-        rack_id=member.rack_id if req.rack_id is None else req.rack_id,
+        rack_id=member.rack_id if req.rack_id is None else shared_str(req.rack_id),
         rebalance_timeout_ms=(member.rebalance_timeout_ms if req.rebalance_timeout_ms == -1
                               else req.rebalance_timeout_ms),
         server_assignor=member.server_assignor if req.server_assignor is None
-        else req.server_assignor,
+        else shared_str(req.server_assignor),
         subscribed_topic_names=names,
         subscribed_topic_regex=regex,
-        client_id=req.client_id,
-        client_host=req.client_host,
+        client_id=shared_str(req.client_id),
+        client_host=shared_str(req.client_host),
         classic=None,
     )
 

@@ -34,6 +34,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupMemberMetadataValue,
     Partitions,
 )
+from coterie.group.records.shared import shared_opt, shared_str
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -71,6 +72,21 @@ def shared_names(names: Iterable[str]) -> frozenset[str]:
         return shared
     if len(_SHARED_NAMES) < _SHARED_NAMES_MAX:
         _SHARED_NAMES[found] = found
+    return found
+
+
+# The record's sorted tuple of a subscription, likewise one per distinct subscription.
+_SORTED_NAMES: dict[frozenset[str], tuple[str, ...]] = {}
+
+
+def sorted_names(names: frozenset[str]) -> tuple[str, ...]:
+    """`tuple(sorted(names))`, as the same object for every equal subscription."""
+    found = _SORTED_NAMES.get(names)
+    if found is not None:
+        return found
+    found = tuple(sorted(names))
+    if len(_SORTED_NAMES) < _SHARED_NAMES_MAX:
+        _SORTED_NAMES[names] = found
     return found
 
 
@@ -122,7 +138,7 @@ class ConsumerMember:
             rack_id=self.rack_id,
             client_id=self.client_id,
             client_host=self.client_host,
-            subscribed_topic_names=tuple(sorted(self.subscribed_topic_names)),
+            subscribed_topic_names=sorted_names(self.subscribed_topic_names),
             # Kafka writes an empty string, not null, for "no regex".
             subscribed_topic_regex=self.subscribed_topic_regex or "",
             rebalance_timeout_ms=self.rebalance_timeout_ms,
@@ -143,14 +159,14 @@ class ConsumerMember:
         return replace(
             self,
             instance_id=value.instance_id,
-            rack_id=value.rack_id,
-            client_id=value.client_id,
-            client_host=value.client_host,
+            rack_id=shared_opt(value.rack_id),
+            client_id=shared_str(value.client_id),
+            client_host=shared_str(value.client_host),
             subscribed_topic_names=shared_names(value.subscribed_topic_names),
             # Kafka's clients clear a regex subscription with an empty string.
-            subscribed_topic_regex=value.subscribed_topic_regex or None,
+            subscribed_topic_regex=shared_opt(value.subscribed_topic_regex or None),
             rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor,
+            server_assignor=shared_opt(value.server_assignor),
             classic=value.classic_member_metadata,
         )
 

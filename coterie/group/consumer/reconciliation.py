@@ -35,6 +35,7 @@ from dataclasses import replace
 
 from coterie.group.consumer.member import ConsumerMember, MemberState
 from coterie.group.records.consumer import NO_PARTITIONS, Partitions, TopicIdPartition
+from coterie.group.records.partition_set import compact
 
 
 class FencedMember(Exception):
@@ -98,7 +99,8 @@ def _step(member: ConsumerMember, epoch: int, target_epoch: int, target: Partiti
 def _moved(member: ConsumerMember, epoch: int, state: MemberState, assigned: Partitions,
            pending: Partitions) -> ConsumerMember:
     # Kafka's updateMemberEpoch: the previous epoch becomes the one the member was at, even
-    # when the epoch does not move.
+    # when the epoch does not move. The sets are kept until the next change: compact ones
+    # (`records/partition_set.py`; the target already is one).
     new = replace(member, member_epoch=epoch, previous_member_epoch=member.member_epoch,
-                  state=state, assigned=assigned, pending_revocation=pending)
+                  state=state, assigned=compact(assigned), pending_revocation=compact(pending))
     return member if new == member else new

@@ -33,6 +33,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
 )
+from coterie.group.records.partition_set import compact
 from coterie.group.topic_image import TopicImage
 
 
@@ -99,12 +100,17 @@ def compute_target(group_id: str, epoch: int, members: Mapping[str, ConsumerMemb
             # dropped for being gone from the topic image).
             new = old_targets[member_id]
         else:
-            new = frozenset(by_name[name].tp(p) for name, p in assignment.partitions)
-        targets[member_id] = new
+            # Kept for as long as the group is stable: the compact form (`PartitionSet`).
+            new = compact(by_name[name].tp(p) for name, p in assignment.partitions)
         old = old_targets.get(member_id)
-        if old is None or old != new:
+        if old is not None and old == new:
+            # Unchanged: no record, and the member keeps the object it already shares with
+            # its assigned partitions (an equal copy would be a second one to keep).
+            new = old
+        else:
             records.append(Record(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
                                   ConsumerGroupTargetAssignmentMemberValue(new)))
+        targets[member_id] = new
     records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(group_id),
                           ConsumerGroupTargetAssignmentMetadataValue(epoch)))
     return TargetAssignment(epoch, targets, records)

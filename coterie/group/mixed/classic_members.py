@@ -68,6 +68,7 @@ from coterie.group.consumer.heartbeat_request import Refused
 from coterie.group.consumer.member import ConsumerMember, MemberState, shared_names
 from coterie.group.mixed.conversion import by_id, by_name
 from coterie.group.records.consumer import ClassicMemberMetadata
+from coterie.group.records.shared import shared_str
 from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.wire.consumer_protocol import (
@@ -140,13 +141,13 @@ class ClassicMembers:
             member,
             instance_id=req.group_instance_id if req.group_instance_id is not None
             else member.instance_id,
-            rack_id=sub.rack_id if sub.rack_id is not None else member.rack_id,
+            rack_id=shared_str(sub.rack_id) if sub.rack_id is not None else member.rack_id,
             rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
             else member.rebalance_timeout_ms,
             subscribed_topic_names=shared_names(sub.topics),
             subscribed_topic_regex=None,  # classic members cannot subscribe with a regex
-            client_id=req.client_id,
-            client_host=req.client_host,
+            client_id=shared_str(req.client_id),
+            client_host=shared_str(req.client_host),
             classic=ClassicMemberMetadata(req.session_timeout_ms, tuple(req.protocols)),
         )
         owned = by_id(sub.owned_partitions, core.image)

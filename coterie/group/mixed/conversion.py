@@ -60,6 +60,7 @@ from coterie.group.records.consumer import (
     Partitions,
     TopicIdPartition,
 )
+from coterie.group.records.partition_set import compact
 from coterie.group.topic_image import TopicImage
 from coterie.wire.consumer_protocol import (
     PROTOCOL_TYPE,
@@ -121,7 +122,7 @@ def upgrade_records(group: ClassicGroup, image: TopicImage) -> list[Record]:
         for tp in sorted(partitions):
             if owners.setdefault(tp, member_id) == member_id:
                 claimed[member_id].add(tp)
-    members = [_with_assigned(m, frozenset(claimed[m.member_id])) for m in members]
+    members = [_with_assigned(m, compact(claimed[m.member_id])) for m in members]
 
     topics: set[str] = set()
     for m in members:

@@ -26,12 +26,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from coterie.group.records.partition_set import EMPTY, PartitionSet
+
 TopicIdPartition = tuple[uuid.UUID, int]
 """(topic id, partition index)."""
 
-Partitions = frozenset[TopicIdPartition]
+Partitions = frozenset[TopicIdPartition] | PartitionSet
+"""A set of partitions. What members keep for long (targets, assigned partitions, the records
+holding them) is a `PartitionSet` (`partition_set.py`: a sorted tuple, a fifth of a frozenset's
+size); transient sets (a heartbeat's owned partitions, reconciliation's intermediate results)
+are frozensets. The two compare equal and combine as sets."""
 
-NO_PARTITIONS: Partitions = frozenset()
+NO_PARTITIONS: Partitions = EMPTY
 
 # Record types (the int16 version prefix of the key), as Kafka 4.x numbers them.
 CONSUMER_GROUP_METADATA = 3

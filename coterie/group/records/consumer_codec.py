@@ -66,6 +66,8 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
 )
+from coterie.group.records.partition_set import compact
+from coterie.group.records.shared import shared_opt, shared_str
 
 __all__ = ["CONSUMER_RECORD_TYPES", "VALUE_VERSION", "decode", "encode"]
 
@@ -238,7 +240,7 @@ def _from_topic_partitions(entries: Iterable[Any] | None, what: str) -> Partitio
         if entry.partitions is None:
             raise RecordDecodeError(f"{what}: partitions of {entry.topic_id} are null")
         out.extend((entry.topic_id, int(p)) for p in entry.partitions)
-    return frozenset(out)
+    return compact(out)  # kept in the group and the durable map: the compact form
 
 
 # --------------------------------------------------------------------------------------------
@@ -437,11 +439,14 @@ def _decode_member_metadata(value: bytes) -> ConsumerGroupMemberMetadataValue:
         raise RecordDecodeError(f"{len(value) - pos} trailing bytes after {what}")
     if names is None:
         raise RecordDecodeError(f"{what}.SubscribedTopicNames is null")
+    # Values many members repeat are shared (`shared.py`): the loaded record stays in the
+    # shard's durable map, beside the member built from it.
     return ConsumerGroupMemberMetadataValue(
-        instance_id=instance_id, rack_id=rack_id, client_id=client_id,
-        client_host=client_host, subscribed_topic_names=tuple(names),
-        subscribed_topic_regex=regex, rebalance_timeout_ms=int(rebalance_timeout),
-        server_assignor=assignor, classic_member_metadata=classic,
+        instance_id=instance_id, rack_id=shared_opt(rack_id), client_id=shared_str(client_id),
+        client_host=shared_str(client_host),
+        subscribed_topic_names=tuple(shared_str(n) for n in names),
+        subscribed_topic_regex=shared_opt(regex), rebalance_timeout_ms=int(rebalance_timeout),
+        server_assignor=shared_opt(assignor), classic_member_metadata=classic,
     )
 
 
