@@ -268,18 +268,9 @@ class GroupRuntime:
         self._waiters[token] = fut
         return token, fut
 
-    async def complete(self, group_id: str, result: Result, token: int,
-                       fut: asyncio.Future[Any]) -> Any:
-        """Persist and apply `result`; return the answer for `token` (awaiting it if the
-        request was parked)."""
-        response = self.run(group_id, result)
-        if response is not None:
-            self._waiters.pop(token, None)
-            return response
-        try:
-            return await fut
-        finally:
-            self._waiters.pop(token, None)
+    def forget(self, token: int) -> None:
+        """The request parked under `token` was answered at once."""
+        self._waiters.pop(token, None)
 
     def run_settled(self, group_id: str, result: Result) -> Any:
         """`run` for a settled member's heartbeat, which writes and completes nothing and

@@ -42,7 +42,7 @@ from coterie.broker import heap
 from coterie.broker.apis import API_VERSIONS, APIS, Api
 from coterie.broker.config import BrokerConfig
 from coterie.broker.connections import Connection, ConnectionTable, RateLimitedLog
-from coterie.broker.context import RequestContext
+from coterie.broker.context import Parked, RequestContext
 from coterie.broker.dynamic_configs import DynamicBrokerConfigs
 from coterie.broker.group_configs import GroupConfigs
 from coterie.broker.group_events import GroupEventPublisher
@@ -111,6 +111,7 @@ class ClientConnection(Connection):
         "fd",
         "frames",
         "out",
+        "parked",
         "port",
         "reading",
         "sent",
@@ -134,6 +135,7 @@ class ClientConnection(Connection):
         self.reading = True  # as the poller watches it
         self.writing = False
         self.task: asyncio.Task | None = None
+        self.parked: Parked | None = None  # a request waiting for its answer's future
 
     @property
     def peer(self) -> str:
@@ -332,6 +334,13 @@ class ClientConnection(Connection):
                 if frame is None:
                     break
                 out = broker._handle_frame(frame, self.peer)
+                if type(out) is Parked:
+                    self.busy = True
+                    self.waiting = True
+                    self.parked = out
+                    out.future.add_done_callback(self._parked_done)
+                    self._update_watch()
+                    return
                 if type(out) is CoroutineType or type(out) is RawResponse:
                     self.busy = True
                     self.task = asyncio.get_running_loop().create_task(self._finish(out))
@@ -368,6 +377,27 @@ class ClientConnection(Connection):
         self.close()
 
     def _next_turn(self) -> None:
+        self.busy = False
+        if not self.closed and not self.write_paused:
+            self._serve()
+        else:
+            self._update_watch()
+
+    def _parked_done(self, future: asyncio.Future) -> None:
+        """A parked request's answer is there: send it, and go on with the frames that
+        waited meanwhile."""
+        parked = self.parked
+        self.parked = None
+        self.waiting = False
+        if self.closed or parked is None:
+            return
+        try:
+            out = self.broker._answer_parked(parked, future.result())
+            if out is not None:
+                self.write(out)
+        except (Exception, asyncio.CancelledError) as e:
+            self._give_up(e)
+            return
         self.busy = False
         if not self.closed and not self.write_paused:
             self._serve()
@@ -637,8 +667,9 @@ class Broker:
 
     def _handle_frame(self, frame: bytes, peer: str) -> Any:
         """Decode, dispatch and encode one request. Returns the encoded answer (bytes, or a
-        RawResponse to stream), None for no answer, or, for an async handler, a coroutine
-        that returns one of those: most requests are answered without an await.
+        RawResponse to stream), None for no answer, a `Parked` request (its answer comes
+        with its future), or, for an async handler, a coroutine that returns one of those:
+        most requests are answered without an await.
 
         Clients repeat themselves: a settled member's heartbeat is the same bytes every time
         but for the correlation id. `_DECODED` keeps recent small requests decoded, keyed by
@@ -695,16 +726,28 @@ class Broker:
         try:
             response = api.handler(ctx, request)
         except Exception as e:
-            raise _handler_failed(e, api, version, head, peer) from e
+            raise _handler_failed(e, api, version, _who(head, peer)) from e
         if type(response) is CoroutineType:
             return self._answer_later(response, api, head, ctx)
-        if response is None:
-            return None
+        if response is None or type(response) is Parked:
+            return response
         if type(response) is OffLoop:
             return self._encode_off_loop(response, api, head, ctx)
         if getattr(response, "error_code", None) == ErrorCode.invalid_request:
             _log_invalid_request(ctx, api, response)
         return encode_response(correlation_id, response, api_key, version)
+
+    def _answer_parked(self, parked: Parked, result: Any) -> Any:
+        """The rest of `_handle_frame` for a parked request (JoinGroup, SyncGroup)."""
+        ctx = parked.ctx
+        api = self.apis[ctx.api_key]
+        try:
+            response = parked.answer(ctx, result)
+        except Exception as e:
+            raise _handler_failed(e, api, ctx.api_version, ctx.who) from e
+        if getattr(response, "error_code", None) == ErrorCode.invalid_request:
+            _log_invalid_request(ctx, api, response)
+        return encode_response(ctx.correlation_id, response, api.key, ctx.api_version)
 
     async def _answer_later(self, pending: Any, api: Api, head: Any,
                             ctx: RequestContext) -> Any:
@@ -715,7 +758,7 @@ class Broker:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            raise _handler_failed(e, api, version, head, ctx.peer) from e
+            raise _handler_failed(e, api, version, ctx.who) from e
         if response is None:
             return None
         if type(response) is OffLoop:
@@ -731,7 +774,7 @@ class Broker:
             return await encoded_off_loop(response, ctx.correlation_id, api.key,
                                           ctx.api_version)
         except Exception as e:
-            raise _handler_failed(e, api, ctx.api_version, head, ctx.peer) from e
+            raise _handler_failed(e, api, ctx.api_version, ctx.who) from e
 
     def _unsupported_version(self, api: Api, head: Any, who: str) -> bytes:
         log.info("%s asked for %s v%d (supported %d-%d)", who, api.name, head.api_version,
@@ -764,8 +807,7 @@ def _log_invalid_request(ctx: RequestContext, api: Api, response: Any) -> None:
                 ctx.api_version, reason)
 
 
-def _handler_failed(error: Exception, api: Api, version: int, head: Any,
-                    peer: str) -> CloseConnection:
+def _handler_failed(error: Exception, api: Api, version: int, who: str) -> CloseConnection:
     """Log a handler's crash; the connection is closed, the broker goes on."""
-    log.error("%s: %s v%d handler failed", _who(head, peer), api.name, version, exc_info=error)
+    log.error("%s: %s v%d handler failed", who, api.name, version, exc_info=error)
     return CloseConnection(f"internal error answering {api.name}: {error!r}")

@@ -13,11 +13,12 @@ coordinator of every group.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import RequestContext, millis
+from coterie.broker.context import Parked, RequestContext, millis
 from coterie.broker.large import LARGE, in_slices
 from coterie.group.classic.messages import (
     HeartbeatRequest,
@@ -62,7 +63,7 @@ def _join_answer(ctx: RequestContext, r: JoinGroupResponse) -> Any:
     })
 
 
-async def join_group(ctx: RequestContext, request: Any) -> Any:
+def join_group(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
     if not runtime.loaded:
         return _join_answer(ctx, JoinGroupResponse(LOADING, member_id=request.member_id))
@@ -86,7 +87,7 @@ async def join_group(ctx: RequestContext, request: Any) -> Any:
     )
     result = runtime.shard_for(request.group_id).coordinator.join_group(
         core, ctx.services.now_ms())
-    return _join_answer(ctx, await runtime.complete(request.group_id, result, token, fut))
+    return _answer_or_park(ctx, request.group_id, result, token, fut, _join_answer)
 
 
 def _sync_answer(ctx: RequestContext, r: SyncGroupResponse) -> Any:
@@ -94,7 +95,7 @@ def _sync_answer(ctx: RequestContext, r: SyncGroupResponse) -> Any:
                         "protocol_type": r.protocol_type, "protocol_name": r.protocol_name})
 
 
-async def sync_group(ctx: RequestContext, request: Any) -> Any:
+def sync_group(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
     if not runtime.loaded:
         return _sync_answer(ctx, SyncGroupResponse(LOADING))
@@ -109,7 +110,19 @@ async def sync_group(ctx: RequestContext, request: Any) -> Any:
     )
     result = runtime.shard_for(request.group_id).coordinator.sync_group(
         core, ctx.services.now_ms())
-    return _sync_answer(ctx, await runtime.complete(request.group_id, result, token, fut))
+    return _answer_or_park(ctx, request.group_id, result, token, fut, _sync_answer)
+
+
+def _answer_or_park(ctx: RequestContext, group_id: str, result: Any, token: int, fut: Any,
+                    answer: Callable[[RequestContext, Any], Any]) -> Any:
+    """Persist and apply `result`; answer now if it holds this request's answer, else
+    once the parked request's future has it (the server waits, coterie.broker.context)."""
+    runtime = ctx.services.groups
+    response = runtime.run(group_id, result)
+    if response is not None:
+        runtime.forget(token)
+        return answer(ctx, response)
+    return Parked(fut, ctx, answer)
 
 
 def heartbeat(ctx: RequestContext, request: Any) -> Any:
