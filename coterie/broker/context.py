@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,6 +9,7 @@ from typing import Any
 
 from coterie.broker.large import OffLoop
 from coterie.broker.services import Services
+from coterie.group.records.shared import shared_str
 from coterie.wire.build import build
 from coterie.wire.codec import response_schema
 
@@ -49,7 +49,7 @@ class RequestContext:
     def client_host(self) -> str:
         """The client address as Kafka reports it in group descriptions ("/127.0.0.1"):
         one string for every member from that address (members keep it)."""
-        return sys.intern("/" + self.peer.rsplit(":", 1)[0])
+        return shared_str("/" + self.peer.rsplit(":", 1)[0])
 
 
 class Parked:

@@ -268,6 +268,20 @@ class GroupRuntime:
         self._waiters[token] = fut
         return token, fut
 
+    async def complete(self, group_id: str, result: Result, token: int,
+                       fut: asyncio.Future[Any]) -> Any:
+        """Persist and apply `result`; return the answer for `token`, awaiting it if the
+        request was parked. (The broker's handlers park without awaiting: `Parked` in
+        coterie.broker.context; this is for callers that run the runtime in-process.)"""
+        response = self.run(group_id, result)
+        if response is not None:
+            self._waiters.pop(token, None)
+            return response
+        try:
+            return await fut
+        finally:
+            self._waiters.pop(token, None)
+
     def forget(self, token: int) -> None:
         """The request parked under `token` was answered at once."""
         self._waiters.pop(token, None)

@@ -29,7 +29,6 @@ import logging
 import os
 import socket
 import struct
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -57,6 +56,7 @@ from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.transactions import TxnRuntime
 from coterie.broker.waiters import FetchWaiters
+from coterie.group.records.shared import shared_str
 from coterie.log.files import unlink_all
 from coterie.log.manager import LogManager, TopicInfo
 from coterie.wire.build import build, field_names
@@ -652,7 +652,7 @@ class Broker:
 
     def _accepted(self, sock: socket.socket, address: Any) -> None:
         """A new connection: refused at once over a connection limit, else served."""
-        ip = sys.intern(str(address[0])) if isinstance(address, tuple) else "?"
+        ip = shared_str(str(address[0])) if isinstance(address, tuple) else "?"
         port = address[1] if isinstance(address, tuple) else 0
         refusal = self.connections.refusal(ip)
         if refusal is not None:

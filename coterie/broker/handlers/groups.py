@@ -12,7 +12,6 @@ coordinator of every group.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,7 @@ from coterie.group.classic.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from coterie.group.records.shared import shared_str
 
 LOADING = ErrorCode.coordinator_load_in_progress
 
@@ -70,18 +70,18 @@ def join_group(ctx: RequestContext, request: Any) -> Any:
     session = millis(request.session_timeout)
     rebalance = millis(request.rebalance_timeout) if ctx.api_version >= 1 else session
     token, fut = runtime.park()
-    # Strings the member keeps and its group's members share are kept once (sys.intern):
-    # at 10,000 members each copy would cost about 60 bytes a member.
+    # Strings the member keeps and its group's members share are kept once (shared_str,
+    # bounded): at 10,000 members each copy would cost about 60 bytes a member.
     core = JoinGroupRequest(
-        group_id=sys.intern(request.group_id), member_id=request.member_id,
-        protocol_type=sys.intern(request.protocol_type),
-        protocols=tuple((sys.intern(p.name), bytes(p.metadata)) for p in request.protocols),
+        group_id=shared_str(request.group_id), member_id=request.member_id,
+        protocol_type=shared_str(request.protocol_type),
+        protocols=tuple((shared_str(p.name), bytes(p.metadata)) for p in request.protocols),
         session_timeout_ms=session,
         # JoinGroup v0 has no rebalance timeout; the session timeout stands in (never -1).
         rebalance_timeout_ms=rebalance if rebalance > 0 else session,
         group_instance_id=getattr(request, "group_instance_id", None),
         require_known_member_id=ctx.api_version >= 4,
-        client_id=sys.intern(ctx.client_id or ""), client_host=ctx.client_host,
+        client_id=shared_str(ctx.client_id or ""), client_host=ctx.client_host,
         reason=getattr(request, "reason", None), token=token,
         supports_skip_assignment=ctx.api_version >= 9,
     )
