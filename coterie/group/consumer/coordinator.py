@@ -394,10 +394,16 @@ class ConsumerCoordinator:
             target_epoch = group.assignment_epoch
             my_target = group.target_of(replaced.member_id if replaced else member_id)
 
-        # Reconciliation (decided before anything is applied: it may still refuse).
+        # Reconciliation (decided before anything is applied: it may still refuse), held to
+        # the member's subscription as it stands after this heartbeat.
+        names = group.subscription_of(updated, change.regexes)
+        name_of = self.image.name_of
+        changed = (updated.subscribed_topic_names != member.subscribed_topic_names
+                   or updated.subscribed_topic_regex != member.subscribed_topic_regex)
         try:
             reconciled = reconcile(updated, target_epoch, my_target, group.partition_epochs,
-                                   owned)
+                                   owned, lambda topic_id: name_of(topic_id) in names,
+                                   changed)
         except FencedMember as exc:
             raise Refused(ErrorCode.fenced_member_epoch, str(exc)) from None
         timers = [self.session_timer(group.group_id, member_id, now_ms, reconciled)]
