@@ -9,7 +9,7 @@ from typing import Any
 
 from coterie.broker.large import OffLoop
 from coterie.broker.services import Services
-from coterie.group.records.shared import shared_str
+from coterie.group.records.shared import SharedTable, shared_str
 from coterie.wire.build import build
 from coterie.wire.codec import response_schema
 
@@ -73,16 +73,9 @@ class Parked:
 # Milliseconds values seen, each kept once: every member keeps its session and rebalance
 # timeouts, and they are nearly always the same few values (an int above 256 costs 32
 # bytes a copy). Bounded, so odd values from clients cannot grow it.
-_SHARED_MILLIS: dict[int, int] = {}
-_SHARED_MILLIS_MAX = 1024
+_SHARED_MILLIS: SharedTable[int] = SharedTable(1024)
 
 
 def millis(value: Any) -> int:
     """A kio timedelta field as whole milliseconds (-1 stays -1)."""
-    ms = round(value.total_seconds() * 1000)
-    shared = _SHARED_MILLIS.get(ms)
-    if shared is not None:
-        return shared
-    if len(_SHARED_MILLIS) < _SHARED_MILLIS_MAX:
-        _SHARED_MILLIS[ms] = ms
-    return ms
+    return _SHARED_MILLIS.share(round(value.total_seconds() * 1000))

@@ -34,7 +34,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupMemberMetadataValue,
     Partitions,
 )
-from coterie.group.records.shared import shared_opt, shared_str
+from coterie.group.records.shared import SharedTable, shared_opt, shared_str
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -60,19 +60,13 @@ class MemberState(enum.Enum):
 # One frozenset per distinct subscription, shared by every member subscribed to the same
 # topics (most members of a group are): a set of names costs 216 bytes or more per member
 # otherwise. Bounded, so that members with ever new subscriptions cannot grow it forever.
-_SHARED_NAMES: dict[frozenset[str], frozenset[str]] = {}
 _SHARED_NAMES_MAX = 4096
+_SHARED_NAMES: SharedTable[frozenset[str]] = SharedTable(_SHARED_NAMES_MAX)
 
 
 def shared_names(names: Iterable[str]) -> frozenset[str]:
     """`frozenset(names)`, as the same object as every equal subscription's."""
-    found = frozenset(names)
-    shared = _SHARED_NAMES.get(found)
-    if shared is not None:
-        return shared
-    if len(_SHARED_NAMES) < _SHARED_NAMES_MAX:
-        _SHARED_NAMES[found] = found
-    return found
+    return _SHARED_NAMES.share(frozenset(names))
 
 
 # The record's sorted tuple of a subscription, likewise one per distinct subscription.

@@ -14,20 +14,47 @@ newer Pythons, and nothing would bound how many a client could create.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
 SHARED_MAX = 4096
 SHARED_MAX_CHARS = 128
 
-_SHARED: dict[str, str] = {}
+V = TypeVar("V", bound=Hashable)
+
+
+class SharedTable(Generic[V]):
+    """First-seen objects by value, up to `capacity` of them: `share(v)` returns the equal
+    object seen first, or `v` itself (kept for later when there is room). For the other
+    immutable values members repeat (subscriptions, timeouts); bounded for the same reason
+    as the strings."""
+
+    __slots__ = ("_capacity", "_seen")
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._seen: dict[V, V] = {}
+
+    def share(self, value: V) -> V:
+        found = self._seen.get(value)
+        if found is not None:
+            return found
+        if len(self._seen) < self._capacity:
+            self._seen[value] = value
+        return value
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+_SHARED: SharedTable[str] = SharedTable(SHARED_MAX)
 
 
 def shared_str(value: str) -> str:
     """`value`, as the same object as every equal value seen before (module docstring)."""
-    found = _SHARED.get(value)
-    if found is not None:
-        return found
-    if len(_SHARED) < SHARED_MAX and len(value) <= SHARED_MAX_CHARS:
-        _SHARED[value] = value
-    return value
+    if len(value) > SHARED_MAX_CHARS:
+        return value
+    return _SHARED.share(value)
 
 
 def shared_opt(value: str | None) -> str | None:

@@ -78,3 +78,17 @@ def test_shared_strings_are_one_object_and_long_ones_are_not_kept() -> None:
     long1 = "x" * (SHARED_MAX_CHARS + 1)
     long2 = "".join(["x"] * (SHARED_MAX_CHARS + 1))
     assert shared_str(long1) is long1 and shared_str(long2) is long2
+
+
+def test_a_shared_table_returns_the_first_equal_value_and_stays_bounded():
+    from coterie.group.records.shared import SharedTable
+
+    table: SharedTable[frozenset[str]] = SharedTable(2)
+    first = frozenset(["a", "b"])
+    assert table.share(first) is first
+    again = frozenset(["b", "a"])
+    assert table.share(again) is first
+    table.share(frozenset(["c"]))
+    extra = frozenset(["d"])
+    assert table.share(extra) is extra and len(table) == 2
+    assert table.share(frozenset(["d"])) is not extra  # not kept: the table was full
