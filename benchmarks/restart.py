@@ -57,14 +57,11 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-TREE = REPO_ROOT
-
-
-def start(data_dir: Path, port: int, log_path: Path) -> subprocess.Popen:
+def start(tree: Path, data_dir: Path, port: int, log_path: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "coterie", "serve", "--host", HOST, "--port", str(port),
            "--data-dir", str(data_dir)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(TREE),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(tree),
                                                        os.environ.get("PYTHONPATH")]))}
     with open(log_path, "ab") as log:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
@@ -149,8 +146,7 @@ def main() -> None:
     if args.in_process:
         in_process(args.in_process, args.topics, args.partitions, args.rounds)
         return
-    global TREE
-    TREE = args.tree.resolve()
+    tree = args.tree.resolve()
     total = args.topics * args.partitions
     work = Path(tempfile.mkdtemp(prefix="coterie-restart-"))
     data_dir, log_path = work / "data", work / "coterie.log"
@@ -158,12 +154,12 @@ def main() -> None:
     port = free_port()
     bootstrap = f"{HOST}:{port}"
     topics = [f"t{i:04d}" for i in range(args.topics)]
-    print(f"coterie from {TREE}")
+    print(f"coterie from {tree}")
     print(f"{args.topics} topics x {args.partitions} partitions = {total:,} partitions; "
           f"load average before: {_load()}")
 
     t0 = time.monotonic()
-    proc = start(data_dir, port, log_path)
+    proc = start(tree, data_dir, port, log_path)
     wait_ready(bootstrap, proc, [], 0)
     first_start = time.monotonic() - t0
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -190,17 +186,17 @@ def main() -> None:
                                      ("produce one record to each", produced)]
     rows.append(("clean stop (SIGTERM), partitions written", stop(proc, signal.SIGTERM)))
     t0 = time.monotonic()
-    proc = start(data_dir, port, log_path)
+    proc = start(tree, data_dir, port, log_path)
     wait_ready(bootstrap, proc, topics, args.partitions)
     rows.append(("start after the clean stop", time.monotonic() - t0))
     rows.append(("clean stop, nothing written since the start", stop(proc, signal.SIGTERM)))
     t0 = time.monotonic()
-    proc = start(data_dir, port, log_path)
+    proc = start(tree, data_dir, port, log_path)
     wait_ready(bootstrap, proc, topics, args.partitions)
     rows.append(("start after that stop", time.monotonic() - t0))
     rows.append(("kill -9", stop(proc, signal.SIGKILL)))
     t0 = time.monotonic()
-    proc = start(data_dir, port, log_path)
+    proc = start(tree, data_dir, port, log_path)
     wait_ready(bootstrap, proc, topics, args.partitions)
     rows.append(("start after kill -9 (recovery)", time.monotonic() - t0))
 

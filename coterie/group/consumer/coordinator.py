@@ -398,12 +398,10 @@ class ConsumerCoordinator:
         # the member's subscription as it stands after this heartbeat.
         names = group.subscription_of(updated, change.regexes)
         name_of = self.image.name_of
-        changed = (updated.subscribed_topic_names != member.subscribed_topic_names
-                   or updated.subscribed_topic_regex != member.subscribed_topic_regex)
         try:
             reconciled = reconcile(updated, target_epoch, my_target, group.partition_epochs,
                                    owned, lambda topic_id: name_of(topic_id) in names,
-                                   changed)
+                                   not updated.same_subscription(member))
         except FencedMember as exc:
             raise Refused(ErrorCode.fenced_member_epoch, str(exc)) from None
         timers = [self.session_timer(group.group_id, member_id, now_ms, reconciled)]

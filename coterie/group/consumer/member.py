@@ -180,11 +180,15 @@ class ConsumerMember:
                 and self.rack_id == other.rack_id
                 and self.client_id == other.client_id
                 and self.client_host == other.client_host
-                and self.subscribed_topic_names == other.subscribed_topic_names
-                and self.subscribed_topic_regex == other.subscribed_topic_regex
+                and self.same_subscription(other)
                 and self.rebalance_timeout_ms == other.rebalance_timeout_ms
                 and self.server_assignor == other.server_assignor
                 and self.classic == other.classic)
+
+    def same_subscription(self, other: ConsumerMember) -> bool:
+        """Whether both subscribe to the same topic names and the same regex."""
+        return (self.subscribed_topic_names == other.subscribed_topic_names
+                and self.subscribed_topic_regex == other.subscribed_topic_regex)
 
     def same_assignment(self, other: ConsumerMember) -> bool:
         return (self.member_epoch == other.member_epoch

@@ -64,27 +64,28 @@ def reconcile(member: ConsumerMember, target_epoch: int, target: Partitions,
     regex matches nothing); None keeps every topic of the target.
     `subscription_changed`: the member changed its topic names or its regex in this
     heartbeat. Returns `member` itself when nothing changes."""
-    if subscribed is not None:
-        target = _subscribed_only(target, subscribed)
     state = member.state
     if state is MemberState.STABLE:
         if member.member_epoch == target_epoch:
             if subscription_changed and subscribed is not None:
                 return _drop_unsubscribed(member, subscribed, owned)
             return member
-        return _step(member, member.member_epoch, target_epoch, target, partition_epochs, owned)
+        return _step(member, member.member_epoch, target_epoch, target, partition_epochs, owned,
+                     subscribed)
     if state is MemberState.UNREVOKED_PARTITIONS:
         if _still_owns(member.pending_revocation, owned):
             if subscription_changed and subscribed is not None:
                 return _drop_unsubscribed(member, subscribed, owned)
             return member
-        return _step(member, member.member_epoch, target_epoch, target, partition_epochs, owned)
+        return _step(member, member.member_epoch, target_epoch, target, partition_epochs, owned,
+                     subscribed)
     if state is MemberState.UNRELEASED_PARTITIONS:
-        return _step(member, member.member_epoch, target_epoch, target, partition_epochs, owned)
+        return _step(member, member.member_epoch, target_epoch, target, partition_epochs, owned,
+                     subscribed)
     if owned is None or owned:
         raise FencedMember("The consumer group member is in a unknown state. "
                            "The member must abandon all its partitions and rejoin.")
-    return _step(member, target_epoch, target_epoch, target, partition_epochs, owned)
+    return _step(member, target_epoch, target_epoch, target, partition_epochs, owned, subscribed)
 
 
 def _subscribed_only(partitions: Partitions, subscribed: Subscribed) -> Partitions:
@@ -125,7 +126,10 @@ def _still_owns(pending: Partitions, owned: Partitions | None) -> bool:
 
 def _step(member: ConsumerMember, epoch: int, target_epoch: int, target: Partitions,
           partition_epochs: Mapping[TopicIdPartition, int],
-          owned: Partitions | None) -> ConsumerMember:
+          owned: Partitions | None, subscribed: Subscribed | None) -> ConsumerMember:
+    if subscribed is not None:
+        # Only here: a member settled at its target epoch never reads its target.
+        target = _subscribed_only(target, subscribed)
     current = member.assigned
     keep = current & target
     revoke = current - keep
