@@ -9,7 +9,7 @@ from typing import Any
 
 from coterie.broker.large import OffLoop
 from coterie.broker.services import Services
-from coterie.group.records.shared import SharedTable, shared_str
+from coterie.common.shared_table import SharedTable, shared_str
 from coterie.wire.build import build
 from coterie.wire.codec import response_schema
 

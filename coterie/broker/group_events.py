@@ -33,8 +33,8 @@ from kio.records.writers import write_new_batch
 from coterie.broker.groups import GroupRuntime
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.waiters import FetchWaiters
+from coterie.common.partitioning import partition_for
 from coterie.group.events import Event, EventDeriver, classic_snapshot, consumer_snapshot
-from coterie.group.partitioning import partition_for
 from coterie.group.timers import TimerKind
 from coterie.log.manager import LogManager
 

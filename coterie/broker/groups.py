@@ -3,7 +3,7 @@
 `__consumer_offsets` has N partitions (offsets.topic.num.partitions, 50); the runtime holds
 one `GroupShard` per partition (`coterie.group.shard`) and routes every group request,
 timer and record to the shard of the group's partition (Kafka's mapping,
-`coterie.group.partitioning`). A shard is pure: the runtime passes it `now_ms` from its
+`coterie.common.partitioning`). A shard is pure: the runtime passes it `now_ms` from its
 clock, appends the records of every result to the shard's partition as one batch *before*
 any response of that call is sent, and on a failed append answers with
 COORDINATOR_NOT_AVAILABLE and has the shard revert (`GroupShard.revert`, the one undo path).
@@ -38,11 +38,11 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsLog, TxnMarker, TxnRecord
+from coterie.common.partitioning import partition_for
 from coterie.group.classic.coordinator import ClassicConfig
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.limits import MAX_STRING_BYTES
-from coterie.group.partitioning import partition_for
-from coterie.group.records.classic import Record
+from coterie.group.records.record import Record
 from coterie.group.result import Result, TimerOp
 from coterie.group.shard import GroupShard, ShardConfig
 from coterie.group.timers import TimerKey, TimerKind

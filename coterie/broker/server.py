@@ -56,7 +56,7 @@ from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.transactions import TxnRuntime
 from coterie.broker.waiters import FetchWaiters
-from coterie.group.records.shared import shared_str
+from coterie.common.shared_table import shared_str
 from coterie.log.files import unlink_all
 from coterie.log.manager import LogManager, TopicInfo
 from coterie.wire.build import build, field_names

@@ -36,7 +36,7 @@ from kio.schema.errors import ErrorCode
 from coterie.broker.groups import GroupRuntime
 from coterie.broker.offsets_topic import OFFSETS_TOPIC
 from coterie.broker.waiters import FetchWaiters
-from coterie.group.partitioning import partition_for
+from coterie.common.partitioning import partition_for
 from coterie.log.errors import LogError
 from coterie.log.manager import LogManager
 from coterie.txn import log_codec

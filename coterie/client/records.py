@@ -4,10 +4,10 @@ A Fetch response carries, per partition, a run of record batches as the broker s
 (the last one possibly cut short: brokers send whole batches up to a byte limit and may end
 with a partial one). The batches are walked and their 61-byte headers read by the wire
 format's one walker (`coterie.wire.record_batch.batch_headers`, shared with the broker's
-produce checks), and the records inside, after decompression (`coterie.log.compression`),
-with the log's record parser (`coterie.log.record_scan`, which also describes the record
-format): the broker reads records too, for timestamp lookups, and the log may not import the
-client, so the one parser lives there. This module turns them into what a consumer delivers.
+produce checks), and the records inside, after decompression (`coterie.wire.compression`),
+with the tree's one record parser (`coterie.wire.records`, which also describes the record
+format; the broker's log reads records with it too). This module turns them into what a
+consumer delivers.
 A record's offset is the batch's base offset plus its delta; its timestamp the batch's base
 timestamp plus its delta, unless the batch says LogAppendTime, when every record carries the
 batch's max timestamp.
@@ -27,8 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from coterie.log.compression import decompress
-from coterie.log.record_scan import RecordDecodeError, iter_records, read_varint
+from coterie.wire.compression import decompress
 from coterie.wire.record_batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -36,6 +35,7 @@ from coterie.wire.record_batch import (
     batch_crc,
     batch_headers,
 )
+from coterie.wire.records import RecordDecodeError, iter_records, read_varint
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1

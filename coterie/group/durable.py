@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from coterie.group.records.classic import Record
+from coterie.group.records.record import Record
 
 
 class DurableRecords(Mapping[Any, Record]):

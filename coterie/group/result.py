@@ -16,7 +16,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coterie.group.records.classic import Record
+from coterie.group.records.record import Record
 from coterie.group.timers import TimerKey
 
 

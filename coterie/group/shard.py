@@ -75,7 +75,8 @@ from coterie.group.offsets.store import (
     OffsetStore,
     metadata_too_large,
 )
-from coterie.group.records.classic import OffsetCommitKey, OffsetCommitValue, Record
+from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
+from coterie.group.records.record import Record
 from coterie.group.records.topic_codec import is_consumer_record
 from coterie.group.result import Result, TimerOp
 from coterie.group.topic_image import TopicImage, TopicInfo

@@ -57,8 +57,7 @@ from pathlib import Path
 
 import crc32c
 
-from coterie.log.compression import compress, decompress
-from coterie.log.record_scan import iter_keys
+from coterie.wire.compression import compress, decompress
 from coterie.wire.record_batch import (
     COMPRESSION_MASK,
     CONTROL_FLAG,
@@ -71,6 +70,7 @@ from coterie.wire.record_batch import (
     TIMESTAMP_TYPE_FLAG,
     TRANSACTIONAL_FLAG,
 )
+from coterie.wire.records import iter_keys
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"

@@ -44,7 +44,6 @@ from coterie.log.cleaner import (
     plan_cleaning,
     read_checkpoint,
 )
-from coterie.log.compression import decompress
 from coterie.log.config import INT_MAX, LogConfig
 from coterie.log.errors import (
     CorruptRecordError,
@@ -63,7 +62,7 @@ from coterie.log.producers import (
     ProducerEntry,
     ProducerStates,
 )
-from coterie.log.record_scan import OffsetAndTimestamp, iter_keys, read_varint
+from coterie.log.record_scan import OffsetAndTimestamp
 from coterie.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -73,7 +72,9 @@ from coterie.log.segment import (
     parse_segment_base,
 )
 from coterie.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, AbortedTxnIndex
+from coterie.wire.compression import decompress
 from coterie.wire.record_batch import HEADER_SIZE, BatchHeader
+from coterie.wire.records import iter_keys, read_varint
 from coterie.wire.txn_markers import marker_type
 
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"

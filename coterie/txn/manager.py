@@ -29,7 +29,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.partitioning import partition_for
+from coterie.common.partitioning import partition_for
 from coterie.txn.metadata import TxnMetadata, TxnState
 
 __all__ = ["MarkerJob", "ProducerIds", "TxnConfig", "TxnManager", "TxnResult"]

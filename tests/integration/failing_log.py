@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 
 from coterie.broker.offsets_topic import Logged, OffsetsLog
-from coterie.group.records.classic import Record
+from coterie.group.records.record import Record
 
 
 class FullDiskSwitch:

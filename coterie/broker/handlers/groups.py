@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import Parked, RequestContext, millis
 from coterie.broker.large import LARGE, in_slices
+from coterie.common.shared_table import shared_str
 from coterie.group.classic.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -28,7 +29,6 @@ from coterie.group.classic.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from coterie.group.records.shared import shared_str
 
 LOADING = ErrorCode.coordinator_load_in_progress
 

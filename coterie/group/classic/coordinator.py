@@ -40,7 +40,8 @@ from coterie.group.classic.messages import (
     SyncGroupResponse,
 )
 from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
-from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue, Record
+from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue
+from coterie.group.records.record import Record
 from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 

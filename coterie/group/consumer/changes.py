@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.consumer.member import ConsumerMember
-from coterie.group.records.classic import Record
 from coterie.group.records.consumer import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -20,6 +19,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
+from coterie.group.records.record import Record
 
 
 def metadata_record(group_id: str, member: ConsumerMember) -> Record:

@@ -141,7 +141,6 @@ from coterie.group.consumer.topic_changes import (
     next_version,
     picture,
 )
-from coterie.group.records.classic import Record
 from coterie.group.records.consumer import (
     CONSUMER_RECORD_KEY_TYPES,
     NO_PARTITIONS,
@@ -153,6 +152,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataKey,
     Partitions,
 )
+from coterie.group.records.record import Record
 from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicImage, TopicInfo

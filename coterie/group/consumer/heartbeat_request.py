@@ -17,6 +17,7 @@ from dataclasses import replace
 from kio.schema.errors import ErrorCode
 
 from coterie.assign.spec import Assignor
+from coterie.common.shared_table import shared_opt, shared_str
 from coterie.group.consumer.client_assignment import is_client_assignor
 from coterie.group.consumer.member import (
     JOIN_EPOCH,
@@ -28,7 +29,6 @@ from coterie.group.consumer.member import (
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest, TopicPartitions
 from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
 from coterie.group.records.consumer import Partitions
-from coterie.group.records.shared import shared_opt, shared_str
 
 
 class Refused(Exception):
@@ -178,8 +178,8 @@ def updated_member(member: ConsumerMember, req: ConsumerHeartbeatRequest) -> Con
     regex = member.subscribed_topic_regex
     if req.subscribed_topic_regex is not None:
         regex = shared_opt(req.subscribed_topic_regex or None)
-    # Values most members repeat are kept as one shared string (`records/shared.py`); the
-    # steady heartbeat returned above, so this costs nothing there.
+    # Values most members repeat are kept as one shared string (`common/shared_table.py`);
+    # the steady heartbeat returned above, so this costs nothing there.
     return replace(
         member,
         instance_id=member.instance_id if req.instance_id is None else req.instance_id,

@@ -31,8 +31,8 @@ from coterie.group.consumer.deadlines import cancel_timers, revocation_key
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.consumer.member import STATIC_LEAVE_EPOCH, ConsumerMember, MemberState
 from coterie.group.consumer.messages import ConsumerHeartbeatResponse
-from coterie.group.records.classic import Record
 from coterie.group.records.consumer import NO_PARTITIONS
+from coterie.group.records.record import Record
 from coterie.group.result import Result, TimerOp
 from coterie.group.topic_image import TopicImage
 

@@ -27,6 +27,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from coterie.common.shared_table import SharedTable, shared_opt, shared_str
 from coterie.group.records.consumer import (
     NO_PARTITIONS,
     ClassicMemberMetadata,
@@ -34,7 +35,6 @@ from coterie.group.records.consumer import (
     ConsumerGroupMemberMetadataValue,
     Partitions,
 )
-from coterie.group.records.shared import SharedTable, shared_opt, shared_str
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1

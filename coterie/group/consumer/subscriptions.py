@@ -41,8 +41,8 @@ from coterie.group.consumer.group import ConsumerGroup, ResolvedRegex
 from coterie.group.consumer.heartbeat_request import Refused
 from coterie.group.consumer.member import ConsumerMember
 from coterie.group.consumer.regex import InvalidRegex, compile_regex, resolve
-from coterie.group.records.classic import Record
 from coterie.group.records.consumer import ConsumerGroupRegularExpressionValue
+from coterie.group.records.record import Record
 from coterie.group.topic_image import TopicImage
 
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from coterie.assign.spec import AssignmentSpec, Assignor, MemberSpec, TopicSpec
 from coterie.group.consumer.member import ConsumerMember
-from coterie.group.records.classic import Record
 from coterie.group.records.consumer import (
     NO_PARTITIONS,
     ConsumerGroupTargetAssignmentMemberKey,
@@ -34,6 +33,7 @@ from coterie.group.records.consumer import (
     Partitions,
 )
 from coterie.group.records.partition_set import compact
+from coterie.group.records.record import Record
 from coterie.group.topic_image import TopicImage
 
 

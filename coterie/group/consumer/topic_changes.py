@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from coterie.group.consumer.changes import epoch_record
 from coterie.group.consumer.group import ConsumerGroup
-from coterie.group.records.classic import Record
+from coterie.group.records.record import Record
 from coterie.group.topic_image import TopicImage, TopicInfo
 
 

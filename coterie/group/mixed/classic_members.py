@@ -51,6 +51,7 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
+from coterie.common.shared_table import shared_str
 from coterie.group.classic.messages import (
     UNKNOWN_MEMBER_ID,
     HeartbeatRequest,
@@ -68,7 +69,6 @@ from coterie.group.consumer.heartbeat_request import Refused
 from coterie.group.consumer.member import ConsumerMember, MemberState, shared_names
 from coterie.group.mixed.conversion import by_id, by_name
 from coterie.group.records.consumer import ClassicMemberMetadata
-from coterie.group.records.shared import shared_str
 from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.wire.consumer_protocol import (

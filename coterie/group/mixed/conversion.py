@@ -45,7 +45,7 @@ from dataclasses import replace
 from coterie.group.classic.group import ClassicGroup, ClassicMember
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.consumer.member import ConsumerMember, MemberState, shared_names
-from coterie.group.records.classic import GroupMetadataKey, Record
+from coterie.group.records.classic import GroupMetadataKey
 from coterie.group.records.consumer import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -61,6 +61,7 @@ from coterie.group.records.consumer import (
     TopicIdPartition,
 )
 from coterie.group.records.partition_set import compact
+from coterie.group.records.record import Record
 from coterie.group.topic_image import TopicImage
 from coterie.wire.consumer_protocol import (
     PROTOCOL_TYPE,

@@ -77,11 +77,12 @@ from coterie.group.mixed.conversion import (
     downgrade_records,
     upgrade_records,
 )
-from coterie.group.records.classic import GroupMetadataKey, Record
+from coterie.group.records.classic import GroupMetadataKey
 from coterie.group.records.consumer import (
     CONSUMER_RECORD_KEY_TYPES,
     ConsumerGroupMemberMetadataKey,
 )
+from coterie.group.records.record import Record
 from coterie.group.result import Result, TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicImage, TopicInfo

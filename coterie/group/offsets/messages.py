@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.records.classic import OffsetCommitValue
+from coterie.group.records.offsets import OffsetCommitValue
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from coterie.group.records.classic import OffsetCommitKey, OffsetCommitValue, Record
+from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
+from coterie.group.records.record import Record
 
 __all__ = [
     "NO_EXPIRE_TIMESTAMP",

@@ -33,14 +33,9 @@ from kio.serial.writers import write_int16
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
-from coterie.group.records.classic import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadata,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    Record,
-)
+from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
+from coterie.group.records.record import Record
 
 __all__ = [
     "GROUP_METADATA_KEY_VERSION",

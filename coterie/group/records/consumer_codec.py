@@ -37,7 +37,7 @@ from kio.serial.writers import write_int16, write_unsigned_varint
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
-from coterie.group.records.classic import Record
+from coterie.common.shared_table import shared_opt, shared_str
 from coterie.group.records.classic_codec import (
     RecordDecodeError,
     RecordEncodeError,
@@ -67,7 +67,7 @@ from coterie.group.records.consumer import (
     Partitions,
 )
 from coterie.group.records.partition_set import compact
-from coterie.group.records.shared import shared_opt, shared_str
+from coterie.group.records.record import Record
 
 __all__ = ["CONSUMER_RECORD_TYPES", "VALUE_VERSION", "decode", "encode"]
 

@@ -16,10 +16,10 @@ from typing import Final
 from kio.serial.readers import read_int16
 
 from coterie.group.records import classic_codec, consumer_codec
-from coterie.group.records.classic import Record
 from coterie.group.records.classic_codec import RecordDecodeError, UnknownRecordType
 from coterie.group.records.consumer import CONSUMER_RECORD_KEY_TYPES
 from coterie.group.records.consumer_codec import CONSUMER_RECORD_TYPES
+from coterie.group.records.record import Record
 
 __all__ = ["CLASSIC_RECORD_TYPES", "decode", "encode", "is_consumer_record"]
 

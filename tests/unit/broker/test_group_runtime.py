@@ -14,10 +14,10 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.groups import GroupRuntime, group_settings
 from coterie.broker.offsets_topic import MemoryOffsetsLog
+from coterie.common.partitioning import partition_for
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.group.offsets.messages import CommitPartition, OffsetCommitRequest
-from coterie.group.partitioning import partition_for
 from coterie.group.result import TimerOp
 from coterie.group.timers import TimerKey, TimerKind
 

@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from coterie.client import compression
 from coterie.client.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     RecordDecodeError,
     decode_batches,
 )
+from coterie.wire import compression
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 

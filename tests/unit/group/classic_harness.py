@@ -20,7 +20,7 @@ from coterie.group.classic.messages import (
     LeavingMember,
     SyncGroupRequest,
 )
-from coterie.group.records.classic import Record
+from coterie.group.records.record import Record
 
 from .virtual_time import VirtualTime
 

@@ -21,7 +21,7 @@ from coterie.group.consumer.messages import (
     ConsumerHeartbeatResponse,
     TopicPartitions,
 )
-from coterie.group.records.classic import Record
+from coterie.group.records.record import Record
 from coterie.group.result import Result
 
 from .virtual_time import VirtualTime

@@ -55,7 +55,8 @@ from coterie.group.offsets.messages import (
 )
 from coterie.group.offsets.store import NO_PRODUCER_ID, OffsetStore
 from coterie.group.records import topic_codec as codec
-from coterie.group.records.classic import OffsetCommitKey, Record
+from coterie.group.records.offsets import OffsetCommitKey
+from coterie.group.records.record import Record
 from coterie.group.result import Result
 from coterie.group.shard import GroupShard, ShardConfig
 

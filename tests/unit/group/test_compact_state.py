@@ -10,9 +10,9 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coterie.common.shared_table import SHARED_MAX_CHARS, shared_opt, shared_str
 from coterie.group.consumer.partition_epochs import MAX_ARRAY_PARTITION, PartitionEpochs
 from coterie.group.records.partition_set import EMPTY, PartitionSet, compact
-from coterie.group.records.shared import SHARED_MAX_CHARS, shared_opt, shared_str
 
 TOPICS = [uuid.UUID(int=i) for i in (7, 3, 11)]
 pairs = st.tuples(st.sampled_from(TOPICS), st.integers(0, 12))
@@ -81,7 +81,7 @@ def test_shared_strings_are_one_object_and_long_ones_are_not_kept() -> None:
 
 
 def test_a_shared_table_returns_the_first_equal_value_and_stays_bounded():
-    from coterie.group.records.shared import SharedTable
+    from coterie.common.shared_table import SharedTable
 
     table: SharedTable[frozenset[str]] = SharedTable(2)
     first = frozenset(["a", "b"])

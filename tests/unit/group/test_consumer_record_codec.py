@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coterie.group.records import consumer_codec as codec
-from coterie.group.records.classic import OffsetCommitKey, Record
 from coterie.group.records.classic_codec import RecordDecodeError, UnknownRecordType
 from coterie.group.records.consumer import (
     ClassicMemberMetadata,
@@ -27,6 +26,8 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
+from coterie.group.records.offsets import OffsetCommitKey
+from coterie.group.records.record import Record
 
 T1 = uuid.UUID(int=1)
 T2 = uuid.UUID(int=2)

@@ -11,7 +11,6 @@ import uuid
 import pytest
 
 from coterie.group.records import consumer_codec as codec
-from coterie.group.records.classic import Record
 from coterie.group.records.consumer import (
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -27,6 +26,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
+from coterie.group.records.record import Record
 from tests.fixtures.reference_broker import load_reference_kafka
 
 pytestmark = pytest.mark.reference

@@ -11,7 +11,6 @@ from kio.schema.errors import ErrorCode
 
 from coterie.group.consumer.group import ConsumerGroupState as G
 from coterie.group.consumer.member import MemberState as M
-from coterie.group.records.classic import Record
 from coterie.group.records.consumer import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -26,6 +25,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
+from coterie.group.records.record import Record
 
 from .consumer_harness import ConsumerHarness, mid
 

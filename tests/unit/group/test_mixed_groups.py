@@ -20,12 +20,7 @@ from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.group import ConsumerGroupState as G
 from coterie.group.consumer.member import MemberState as M
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest
-from coterie.group.records.classic import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadata,
-    Record,
-)
+from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from coterie.group.records.consumer import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupMemberMetadataKey,
@@ -33,6 +28,7 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
+from coterie.group.records.record import Record
 from coterie.group.shard import commit_refusal
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.wire.consumer_protocol import Assignment, decode_assignment, encode_assignment

@@ -21,12 +21,8 @@ from kio.schema.errors import ErrorCode
 from coterie.group.classic.messages import LeavingMember
 from coterie.group.consumer.group import ConsumerGroupState as G
 from coterie.group.consumer.member import MemberState as M
-from coterie.group.records.classic import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadata,
-    Record,
-)
+from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from coterie.group.records.record import Record
 from coterie.wire.consumer_protocol import Assignment, encode_assignment
 
 from .consumer_harness import mid

@@ -7,14 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coterie.group.offsets.store import OffsetCommitRequestEntry, OffsetStore, metadata_too_large
-from coterie.group.records.classic import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    Record,
-)
+from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue
 from coterie.group.records.classic_codec import decode, encode
+from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
+from coterie.group.records.record import Record
 
 NOW = 1_700_000_000_000
 DAY = 86_400_000

@@ -14,14 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coterie.group.records.classic import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadata,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    Record,
-)
+from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from coterie.group.records.classic_codec import (
     RecordCodecError,
     RecordDecodeError,
@@ -30,6 +23,8 @@ from coterie.group.records.classic_codec import (
     decode,
     encode,
 )
+from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
+from coterie.group.records.record import Record
 
 
 def h(text: str) -> bytes:

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from coterie.common.partitioning import java_string_hash, partition_for
 from coterie.group.classic.messages import LeavingMember
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.group.offsets.messages import (
@@ -17,8 +18,7 @@ from coterie.group.offsets.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
 )
-from coterie.group.partitioning import java_string_hash, partition_for
-from coterie.group.records.classic import OffsetCommitKey
+from coterie.group.records.offsets import OffsetCommitKey
 
 from .mixed_harness import MixedHarness, mid
 from .test_mixed_groups import classic_group, harness

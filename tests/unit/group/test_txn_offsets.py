@@ -20,7 +20,7 @@ from coterie.group.offsets.messages import (
     TxnOffsetCommitRequest,
 )
 from coterie.group.records import topic_codec as codec
-from coterie.group.records.classic import OffsetCommitKey
+from coterie.group.records.offsets import OffsetCommitKey
 from coterie.group.shard import GroupShard
 
 from .mixed_harness import MixedHarness, mid

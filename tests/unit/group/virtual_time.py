@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coterie.group.records.classic import Record
+from coterie.group.records.record import Record
 from coterie.group.result import Result
 from coterie.group.timers import TimerKey
 

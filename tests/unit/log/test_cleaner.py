@@ -21,12 +21,12 @@ from coterie.log.cleaner import (
     SWAP_SUFFIX,
     run_cleaning,
 )
-from coterie.log.compression import GZIP, LZ4, ZSTD, compress, decompress
 from coterie.log.config import LogConfig
 from coterie.log.partition import PartitionLog
-from coterie.log.record_scan import iter_keys
 from coterie.log.segment import LOG_SUFFIX
+from coterie.wire.compression import GZIP, LZ4, ZSTD, compress, decompress
 from coterie.wire.record_batch import HEADER, HEADER_SIZE, LOG_OVERHEAD
+from coterie.wire.records import iter_keys
 from coterie.wire.txn_markers import control_batch
 
 from .batches import varint as _varint
@@ -88,7 +88,7 @@ def records_of(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]
 
 
 def _value_of(record: bytes) -> bytes:
-    from coterie.log.record_scan import iter_records
+    from coterie.wire.records import iter_records
     # iter_records wants a records section: the record bytes are one.
     return next(iter_records(record, 1))[3] or b""
 

@@ -22,10 +22,10 @@ from coterie.log.partition import PartitionLog
 from coterie.log.record_scan import (
     first_at_or_after,
     first_with_max_timestamp,
-    iter_records,
     record_times,
 )
 from coterie.wire.record_batch import TIMESTAMP_TYPE_FLAG
+from coterie.wire.records import iter_records
 from tests.unit.client.test_records import build as build_batch
 
 NOW = 1_700_000_000_000

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coterie.group.partitioning import partition_for
+from coterie.common.partitioning import partition_for
 from coterie.txn import log_codec
 from coterie.txn.manager import TxnConfig, TxnManager, TxnResult
 from coterie.txn.metadata import TxnMetadata, TxnState

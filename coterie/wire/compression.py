@@ -1,11 +1,11 @@
 """Decompressing the records section of a v2 record batch.
 
 The broker stores and serves batches as producers wrote them (coterie.log.batch) and looks
-inside one only to answer a timestamp lookup (coterie.log.record_scan); consumers
-(coterie.client, coterie.spark) look inside every batch they read. Both need the same codecs,
-so they live here, in the lowest layer that reads batches. The codec id sits in the low three
-bits of the batch attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd. What each id means on
-the wire, as Kafka's clients write it:
+inside one only to answer a timestamp lookup (coterie.log.record_scan) or to compact a topic
+(coterie.log.cleaner); consumers (coterie.client, coterie.spark) look inside every batch
+they read. All need the same codecs, so they live here, in the wire layer, below both. The
+codec id sits in the low three bits of the batch attributes: 0 none, 1 gzip, 2 snappy,
+3 lz4, 4 zstd. What each id means on the wire, as Kafka's clients write it:
 
 - gzip: a gzip stream (RFC 1952), possibly several members back to back.
 - snappy: either the "xerial" framing the Java client writes (an 8-byte magic
