@@ -1,10 +1,11 @@
 """DescribeCluster v0-v2: this broker, as the whole cluster (Kafka 4.2's answers).
 
 Admin clients and consoles ask it on every page. The answer names this node as the one
-broker and the controller. The cluster's authorized operations, when asked, are every
-operation on a cluster (coterie has no authorizer: Kafka without one answers the same
-bitfield, 8096); when not asked, Kafka's "not given" value. A request for the controllers'
-endpoints is MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers it.
+broker and the controller. The cluster's authorized operations, when asked, are what
+coterie.broker.authorized allows: every operation on a cluster (coterie has no authorizer,
+and Kafka without one answers the same bitfield, 8096); when not asked, Kafka's "not given"
+value. A request for the controllers' endpoints is MISMATCHED_ENDPOINT_TYPE, as a Kafka
+broker answers it.
 """
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.authorized import NOT_GIVEN, cluster_operations
 from coterie.broker.context import RequestContext
 
 BROKERS, CONTROLLERS = 1, 2
-NOT_GIVEN = -(2**31)
-# CREATE (5), ALTER (7), DESCRIBE (8), CLUSTER_ACTION (9), DESCRIBE_CONFIGS (10),
-# ALTER_CONFIGS (11), IDEMPOTENT_WRITE (12): Kafka's operations on a cluster, one bit each.
-ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 def describe_cluster(ctx: RequestContext, request: Any) -> Any:
@@ -38,4 +36,4 @@ def describe_cluster(ctx: RequestContext, request: Any) -> Any:
         "cluster_id": ctx.services.cluster_id, "controller_id": config.node_id,
         "brokers": [{"broker_id": config.node_id, "host": config.advertised_host,
                      "port": config.advertised_port, "rack": None, "is_fenced": False}],
-        "cluster_authorized_operations": ALL_CLUSTER_OPERATIONS if asked else NOT_GIVEN})
+        "cluster_authorized_operations": cluster_operations(ctx) if asked else NOT_GIVEN})

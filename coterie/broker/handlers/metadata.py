@@ -11,6 +11,12 @@ its coordinator's settings, and coterie's coordinators create theirs at start-up
 missing one belongs to a feature that is off or not there yet (group events disabled,
 transactions); creating it under the broker defaults would leave that feature a log with the
 wrong partition count. It is answered UNKNOWN_TOPIC_OR_PARTITION, as with auto-creation off.
+
+Authorized operations, when the client asks (v8+ for topics, v8-v10 for the cluster: later
+versions dropped the cluster's field), are what coterie.broker.authorized allows the
+principal, as Kafka answers them: every topic entry carries its topic's operations, whether
+the topic exists, was just created or is refused (unknown, invalid name), except an unknown
+topic id's, which names no topic and keeps "not given", as in Kafka.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.authorized import NOT_GIVEN, cluster_operations, topic_operations
 from coterie.broker.context import LEADER_EPOCH, RequestContext
 from coterie.log.errors import LogError
 from coterie.log.names import is_internal_topic, validate_topic_name
@@ -45,9 +52,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     logs = services.logs
     version = ctx.api_version
+    asked = _asked(version, request)
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        return _all_topics(ctx)
+        return _all_topics(ctx, asked)
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
     topics = []
     for t in requested:
@@ -78,36 +86,53 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topics.append({"error_code": ErrorCode.kafka_storage_error, "name": name})
                 continue
         topics.append(topic_entry(ctx, info))
-    return _answer(ctx, topics)
+    return _answer(ctx, topics, asked)
 
 
-# The all-topics answer per (broker, version), with the topics it was made from: clients and
-# consoles ask for it over and over, and a client that pipelines it could otherwise keep the
-# broker busy building the same megabyte again and again.
-_ALL_TOPICS: dict[tuple[int, int], tuple[Any, tuple, Any]] = {}
+def _asked(version: int, request: Any) -> tuple[bool, bool]:
+    """Whether the request asks for (the topics', the cluster's) authorized operations: a
+    flag the request's version does not carry, or its answer cannot, counts as not asked."""
+    return (version >= 8 and bool(request.include_topic_authorized_operations),
+            8 <= version <= 10 and bool(request.include_cluster_authorized_operations))
 
 
-def _all_topics(ctx: RequestContext) -> Any:
+# The all-topics answer per (broker, version, authorized operations asked), with the topics
+# it was made from: clients and consoles ask for it over and over, and a client that
+# pipelines it could otherwise keep the broker busy building the same megabyte again and
+# again. The asked flags select the encoding, so an answer made with the operations never
+# serves a request without them, nor the other way round. Every principal gets the same
+# operations today (coterie.broker.authorized); once they depend on it, so must the key.
+_ALL_TOPICS: dict[tuple[int, int, bool, bool], tuple[Any, tuple, Any]] = {}
+
+
+def _all_topics(ctx: RequestContext, asked: tuple[bool, bool]) -> Any:
     services = ctx.services
     stamp = tuple((info.name, info.topic_id, info.partitions)
                   for info in services.logs.topics.values())
-    key = (id(services), ctx.api_version)
+    key = (id(services), ctx.api_version, *asked)
     cached = _ALL_TOPICS.get(key)
     if cached is not None and cached[0] is services and cached[1] == stamp:
         return cached[2]
     answer = encode_body_once(_answer(ctx, [
-        topic_entry(ctx, info) for info in list(services.logs.topics.values())]))
+        topic_entry(ctx, info) for info in list(services.logs.topics.values())], asked))
     _ALL_TOPICS[key] = (services, stamp, answer)
     return answer
 
 
-def _answer(ctx: RequestContext, topics: list[dict[str, Any]]) -> Any:
+def _answer(ctx: RequestContext, topics: list[dict[str, Any]],
+            asked: tuple[bool, bool]) -> Any:
     services = ctx.services
     cfg = services.config
+    topic_ops, cluster_ops = asked
+    if topic_ops:
+        for entry in topics:
+            if entry["error_code"] != ErrorCode.unknown_topic_id:
+                entry["topic_authorized_operations"] = topic_operations(ctx, entry["name"])
     return ctx.respond({
         "brokers": [{"node_id": cfg.node_id, "host": cfg.advertised_host,
                      "port": cfg.advertised_port}],
         "cluster_id": services.cluster_id,
         "controller_id": cfg.node_id,
+        "cluster_authorized_operations": cluster_operations(ctx) if cluster_ops else NOT_GIVEN,
         "topics": topics,
     })
