@@ -39,7 +39,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsLog, TxnMarker, TxnRecord
 from coterie.common.partitioning import partition_for
-from coterie.group.classic.coordinator import ClassicConfig
+from coterie.group.classic.config import ClassicConfig
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.limits import MAX_STRING_BYTES
 from coterie.group.records.record import Record

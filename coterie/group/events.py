@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coterie.group.classic.group import ClassicGroup, ClassicState
+from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.membership import ClassicState
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.timers import TimerKind
 from coterie.wire.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment

@@ -46,7 +46,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic.coordinator import ClassicConfig, ClassicCoordinator
+from coterie.group.classic.config import ClassicConfig
+from coterie.group.classic.groups import ClassicGroups
 from coterie.group.classic.messages import (
     DescribedGroup,
     JoinGroupResponse,
@@ -77,7 +78,6 @@ from coterie.group.offsets.store import (
 )
 from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
 from coterie.group.records.record import Record
-from coterie.group.records.topic_codec import is_consumer_record
 from coterie.group.result import Result, TimerOp
 from coterie.group.topic_image import TopicImage, TopicInfo
 
@@ -127,7 +127,7 @@ class GroupShard:
         self.partition = partition
         self.config = config
         self.coordinator = GroupCoordinator(
-            ClassicCoordinator(config.classic, new_member_id),
+            ClassicGroups(config.classic, new_member_id),
             ConsumerCoordinator(config.consumer, new_consumer_member_id,
                                 client_assignment_timeout_ms=config
                                 .client_assignment_timeout_ms))
@@ -144,7 +144,7 @@ class GroupShard:
                                              tuple[OffsetCommitValue, int]]] = {}
 
     @property
-    def classic(self) -> ClassicCoordinator:
+    def classic(self) -> ClassicGroups:
         return self.coordinator.classic
 
     @property
@@ -244,32 +244,22 @@ class GroupShard:
         group_records = [r for r in records if not isinstance(r.key, OffsetCommitKey)]
         if not group_records:
             return Revert(result, rebuilt=False)
-        classic = self.classic.groups.get(group_id)
-        rebuild = classic is None or any(
-            is_consumer_record(r) or r.value is None for r in group_records)
-        if not rebuild:
-            assert classic is not None
-            return Revert(self.classic.persist_failed(group_id, classic.generation, now_ms),
-                          rebuilt=False)
         error = ErrorCode.coordinator_not_available
         dropped = self.classic.groups.pop(group_id, None)
         if dropped is not None:
             # Requests the dropped classic group parked are answered with the storage error.
-            for m in dropped.members.values():
-                if m.awaiting_join:
-                    result.completed.append(
-                        (m.join_token, JoinGroupResponse(error, member_id=m.member_id)))
-                if m.awaiting_sync:
-                    result.completed.append((m.sync_token, SyncGroupResponse(error)))
+            result.completed += dropped.parked_answers(
+                lambda mid: JoinGroupResponse(error, member_id=mid),
+                lambda mid: SyncGroupResponse(error))
         self.consumer.groups.pop(group_id, None)
         result.timers += self.coordinator.classic_members.forget_group(group_id)
         for record in durable:
             if not isinstance(record.key, OffsetCommitKey):
                 self.coordinator.replay(record)
+        if group_id in self.classic.groups:
+            result.merge(self.classic.after_rebuild(group_id, now_ms))
         if group_id in self.consumer.groups:
-            self.consumer.recheck_metadata(group_id)
-        result.timers += [op for op in self.coordinator.timers_after_load(now_ms)
-                          if op.key.group_id == group_id]
+            result.merge(self.consumer.after_rebuild(group_id, now_ms))
         return Revert(result, rebuilt=True)
 
     def timers_after_load(self, now_ms: int) -> list[TimerOp]:

@@ -235,6 +235,17 @@ class ConsumerCoordinator:
         """Deadlines to arm once loading finishes (`deadlines.timers_after_load`)."""
         return timers_after_load(self.groups.values(), self.session_timeout_of, now_ms)
 
+    def after_rebuild(self, group_id: str, now_ms: int) -> Result:
+        """`group_id` was rebuilt from its durable records after a failed write: its
+        deadlines are armed as after a load, and its next heartbeat compares its metadata
+        hash with the current topics (a topic change whose epoch bump was the write that
+        failed is otherwise never seen again)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return Result()
+        self._recheck.add(group_id)
+        return Result(timers=timers_after_load([group], self.session_timeout_of, now_ms))
+
     # == per-group configs (KIP-848: consumer.session.timeout.ms, consumer.heartbeat.interval.ms)
     def set_group_config(self, group_id: str, session_timeout_ms: int | None,
                          heartbeat_interval_ms: int | None) -> None:
@@ -506,12 +517,6 @@ class ConsumerCoordinator:
         return fallback_assignor(self._assignors, self.config.assignors)
 
     # == topic metadata (`topic_changes.py`) =================================================
-    def recheck_metadata(self, group_id: str) -> None:
-        """`group_id` was rebuilt from its durable records after a failed write: let its
-        next heartbeat compare its metadata hash with the current topics (a topic change
-        whose epoch bump was the write that failed is otherwise never seen again)."""
-        self._recheck.add(group_id)
-
     def next_image_version(self) -> int:
         """The version a new topic picture must have here: above the last one and above
         every version a loaded regex resolution names."""

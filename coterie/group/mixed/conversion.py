@@ -42,7 +42,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from coterie.group.classic.group import ClassicGroup, ClassicMember
+from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.membership import ClassicMember, Membership
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.consumer.member import ConsumerMember, MemberState, shared_names
 from coterie.group.records.classic import GroupMetadataKey
@@ -153,8 +154,8 @@ def downgrade_records(group: ConsumerGroup, image: TopicImage, now_ms: int) -> l
     into a classic group (Stable at generation = group epoch; the caller rebalances it).
     Raises ConversionRefused if the members share no protocol."""
     gid = group.group_id
-    classic = ClassicGroup(gid, protocol_type=PROTOCOL_TYPE, generation=group.group_epoch,
-                           state_timestamp_ms=now_ms)
+    classic = Membership(protocol_type=PROTOCOL_TYPE, generation=group.group_epoch,
+                         state_timestamp_ms=now_ms)
     for m in group.members.values():
         assert m.classic is not None, "only classic members can be downgraded"
         classic.add(ClassicMember(
@@ -167,7 +168,7 @@ def downgrade_records(group: ConsumerGroup, image: TopicImage, now_ms: int) -> l
         raise ConversionRefused(f"Cannot downgrade consumer group {gid}: its members share "
                                 "no protocol.")
     classic.protocol = classic.select_protocol()
-    for cm in classic.members.values():
+    for cm in list(classic.members.values()):
         try:
             version = min(decode_subscription(cm.metadata_for(classic.protocol)).version, 3)
         except ConsumerProtocolError:
@@ -175,8 +176,8 @@ def downgrade_records(group: ConsumerGroup, image: TopicImage, now_ms: int) -> l
         # What the member may still be using, not its target (Kafka writes the target):
         # the same once the group is STABLE, and if the group is upgraded again before the
         # rebalance ends, nobody is given a partition this member has not let go of.
-        cm.assignment = encode_assignment(Assignment(
-            by_name(group.members[cm.member_id].holds(), image), version=version))
+        classic.update(cm.member_id, assignment=encode_assignment(Assignment(
+            by_name(group.members[cm.member_id].holds(), image), version=version)))
     records = _tombstones(group)
     records.append(Record(GroupMetadataKey(gid), classic.to_record()))
     return records

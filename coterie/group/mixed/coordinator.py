@@ -3,7 +3,7 @@
 Why a facade. A group id names one group, of one type at a time, but the two protocols'
 requests can reach either type: a classic consumer sends JoinGroup to a consumer group in
 the middle of an online upgrade, a new consumer sends ConsumerGroupHeartbeat to a classic
-group and so starts one. This class owns the `ClassicCoordinator` and the
+group and so starts one. This class owns the `ClassicGroups` and the
 `ConsumerCoordinator` of a shard, routes every group request to the group that holds the id,
 and converts a group from one type to the other when Apache Kafka 4.x would (seed 3; the
 record order is in `mixed/conversion.py`, the classic members' handlers in
@@ -50,8 +50,8 @@ from collections.abc import Iterator, Mapping
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic.coordinator import ClassicCoordinator
-from coterie.group.classic.group import ClassicState
+from coterie.group.classic.groups import ClassicGroups
+from coterie.group.classic.membership import ClassicState
 from coterie.group.classic.messages import (
     UNKNOWN_MEMBER_ID,
     HeartbeatRequest,
@@ -98,7 +98,7 @@ CLASSIC_MEMBER_TIMERS = frozenset({TimerKind.CONSUMER_JOIN, TimerKind.CONSUMER_S
 class GroupCoordinator:
     """Classic and consumer groups of one coordinator shard (module docstring)."""
 
-    def __init__(self, classic: ClassicCoordinator, consumer: ConsumerCoordinator) -> None:
+    def __init__(self, classic: ClassicGroups, consumer: ConsumerCoordinator) -> None:
         self.classic = classic
         self.consumer = consumer
         self.classic_members = ClassicMembers(consumer)

@@ -1,4 +1,4 @@
-"""Drives a ClassicCoordinator with virtual time, as the broker would, minus the sockets.
+"""Drives a ClassicGroups with virtual time, as the broker would, minus the sockets.
 
 Records are "persisted" into a list, timers live in a dict and fire in deadline order when
 time advances, and every answer (immediate or completed later) is stored by request token.
@@ -11,8 +11,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic.coordinator import ClassicConfig, ClassicCoordinator
+from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.groups import ClassicGroups
 from coterie.group.classic.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -30,7 +31,7 @@ class Harness(VirtualTime):
                  records: list[Record] | None = None, now_ms: int = 0) -> None:
         self.config = config or ClassicConfig(initial_rebalance_delay_ms=0)
         counter = itertools.count(1)
-        self.coordinator = ClassicCoordinator(
+        self.coordinator = ClassicGroups(
             self.config, lambda client_id: f"{client_id or 'member'}-{next(counter)}")
         super().__init__(now_ms)
         self._tokens = itertools.count(1)
@@ -97,8 +98,8 @@ class Harness(VirtualTime):
     def answer(self, token: Any) -> Any:
         return self.answers.get(token)
 
-    def replayed(self) -> ClassicCoordinator:
-        fresh = ClassicCoordinator(self.config, lambda c: "unused")
+    def replayed(self) -> ClassicGroups:
+        fresh = ClassicGroups(self.config, lambda c: "unused")
         for record in self.records:
             fresh.replay(record)
         return fresh

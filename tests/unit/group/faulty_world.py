@@ -46,7 +46,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.groups import with_error
-from coterie.group.classic.group import ClassicState
+from coterie.group.classic.membership import ClassicState
 from coterie.group.offsets.messages import (
     CommitPartition,
     OffsetCommitRequest,

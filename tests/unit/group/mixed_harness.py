@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign.classic_leader import JoinedMember, lead
 from coterie.assign.registry import lookup
-from coterie.group.classic.coordinator import ClassicConfig
+from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
 from coterie.group.classic.messages import (
     HeartbeatRequest,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coterie.group.classic.group import ClassicState as S
+from coterie.group.classic.membership import ClassicState as S
 from coterie.group.classic.messages import LeavingMember
 
 from .classic_harness import Harness

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic.coordinator import ClassicConfig
-from coterie.group.classic.group import ClassicState as S
+from coterie.group.classic.config import ClassicConfig
+from coterie.group.classic.membership import ClassicState as S
 from coterie.group.classic.messages import LeavingMember
 from coterie.group.timers import TimerKey, TimerKind
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic.group import ClassicState
+from coterie.group.classic.membership import ClassicState
 from coterie.group.classic.messages import LeavingMember
 from coterie.group.shard import commit_refusal
 

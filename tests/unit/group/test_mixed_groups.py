@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic.coordinator import ClassicConfig
-from coterie.group.classic.group import ClassicState
+from coterie.group.classic.config import ClassicConfig
+from coterie.group.classic.membership import ClassicState
 from coterie.group.classic.messages import LeavingMember
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.group import ConsumerGroupState as G

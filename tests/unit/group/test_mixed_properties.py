@@ -35,8 +35,8 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign.classic_leader import JoinedMember, lead
 from coterie.assign.registry import lookup
-from coterie.group.classic.coordinator import ClassicConfig
-from coterie.group.classic.group import ClassicState
+from coterie.group.classic.config import ClassicConfig
+from coterie.group.classic.membership import ClassicState
 from coterie.group.classic.messages import JoinGroupResponse, LeavingMember, SyncGroupResponse
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.group import ConsumerGroupState
