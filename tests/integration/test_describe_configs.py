@@ -806,3 +806,27 @@ def test_dynamic_broker_configs_act_at_once_and_after_a_restart(coterie_factory)
                           ).error_code == ErrorCode.none
     time.sleep(0.3)
     assert not _third_connection_refused(broker)
+
+
+def test_kafka_configs_describes_and_alters_the_broker(coterie_factory):
+    """Kafka 4.2.1's kafka-configs on the broker: --describe --all lists its log settings
+    (there were none but those set in the file), --alter changes a dynamic config of this
+    broker and the cluster default, and --describe shows them with their synonyms."""
+    broker = coterie_factory(config=SETTINGS)
+
+    def tool(*args: str) -> str:
+        return kafka_tool(CONFIG_COMMAND, broker.bootstrap, "--entity-type", "brokers", *args)
+
+    everything = tool("--entity-name", "1", "--describe", "--all")
+    for line in ("log.retention.hours=100 sensitive=false synonyms={STATIC_BROKER_CONFIG:"
+                 "log.retention.hours=100, DEFAULT_CONFIG:log.retention.hours=168}",
+                 "log.cleanup.policy=delete ", "log.cleaner.min.cleanable.ratio=0.5 ",
+                 "message.max.bytes=1048588 ", "log.segment.bytes=5000000 "):
+        assert line in everything, everything
+    tool("--entity-name", "1", "--alter", "--add-config", "log.cleaner.threads=2")
+    tool("--entity-default", "--alter", "--add-config", "log.retention.ms=99999")
+    mine = tool("--entity-name", "1", "--describe")
+    assert ("log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+            "log.cleaner.threads=2, DEFAULT_CONFIG:log.cleaner.threads=1}") in mine, mine
+    cluster = tool("--entity-default", "--describe")
+    assert "log.retention.ms=99999 sensitive=false" in cluster, cluster
