@@ -31,6 +31,7 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from types import CoroutineType
 from typing import Any
@@ -39,7 +40,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker import heap
 from coterie.broker.apis import API_VERSIONS, APIS, Api
-from coterie.broker.config import BrokerConfig
+from coterie.broker.config import DEFAULTS, BrokerConfig, ConfigError
 from coterie.broker.connections import Connection, ConnectionTable, RateLimitedLog
 from coterie.broker.context import Parked, RequestContext
 from coterie.broker.dynamic_configs import DynamicBrokerConfigs
@@ -54,9 +55,10 @@ from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.topic_admin import TopicAdmin
-from coterie.broker.transactions import TxnRuntime
+from coterie.broker.transactions import TXN_DEFAULTS, TxnRuntime
 from coterie.broker.waiters import FetchWaiters
 from coterie.common.shared_table import shared_str
+from coterie.log.errors import InvalidConfigError
 from coterie.log.files import unlink_all
 from coterie.log.manager import LogManager, TopicInfo
 from coterie.wire.build import build, field_names
@@ -448,6 +450,14 @@ def _load_cluster_id(data_dir: Path) -> str:
     return cluster_id
 
 
+def _int(props: Mapping[str, str], key: str) -> int:
+    """An integer setting from the properties in effect (ConfigError naming it if it is not)."""
+    try:
+        return int(props[key])
+    except ValueError:
+        raise ConfigError(f"{key}={props[key]!r} is not an integer") from None
+
+
 class Broker:
     """Wires the parts (log, topic admin, group runtime, event publisher) and serves them:
     handlers see only the `Services` (coterie.broker.services)."""
@@ -456,9 +466,18 @@ class Broker:
         self.config = config
         self.apis: dict[int, Api] = APIS
         self.waiters = FetchWaiters()
-        self.dynamic_configs = DynamicBrokerConfigs(config.data_dir)
-        self.logs: LogManager = LogManager.open(
-            config.data_dir, self.dynamic_configs.overlay(config.props), self.now_ms())
+        # Broker configs changed at run time, over the static ones (the file's, and the
+        # listener the command line gives) and coterie's defaults; the parts that act on
+        # them are handed every change (`_dynamic_changed`).
+        static = {k: config.props[k] for k in config.explicit if k in config.props}
+        static["listeners"] = f"PLAINTEXT://{config.host}:{config.port}"
+        self.dynamic_configs = DynamicBrokerConfigs(
+            config.data_dir, static, {**GROUP_DEFAULTS, **TXN_DEFAULTS, **DEFAULTS})
+        effective = self.dynamic_configs.effective()
+        self.logs: LogManager = LogManager.open(config.data_dir, effective, self.now_ms())
+        self.dynamic_configs.watch(
+            self.logs.set_broker_props,
+            check=lambda props: self.logs.set_broker_props(props, check_only=True))
         self.cluster_id = _load_cluster_id(config.data_dir)
         self.producer_ids = ProducerIdAllocator(config.data_dir)
         self.topics = TopicAdmin(self.logs, self.now_ms)
@@ -474,8 +493,8 @@ class Broker:
         self.cleaner: LogCleaner | None = None
         if config.get_bool("log.cleaner.enable"):
             self.cleaner = LogCleaner(
-                self.logs, self.now_ms, backoff_ms=config.get_int("log.cleaner.backoff.ms"),
-                key_budget_bytes=config.get_int("log.cleaner.dedupe.buffer.size"))
+                self.logs, self.now_ms, backoff_ms=_int(effective, "log.cleaner.backoff.ms"),
+                key_budget_bytes=_int(effective, "log.cleaner.dedupe.buffer.size"))
         self.groups = GroupRuntime(
             OffsetsTopic(self.logs, partitions), self.now_ms,
             group_settings(config.props, config.consumer_group_config()),
@@ -510,11 +529,33 @@ class Broker:
         self.read_into = (read_buffer,)
         self._tasks: list[asyncio.Task] = []
         self.connections = ConnectionTable(
-            self.config.get_int("max.connections"),
-            self.config.get_int("max.connections.per.ip"),
+            _int(effective, "max.connections"), _int(effective, "max.connections.per.ip"),
             self.config.get_int("connections.max.idle.ms"))
+        self._producer_expiration_ms = _int(effective, "producer.id.expiration.ms")
+        self.dynamic_configs.watch(self._dynamic_changed, check=self._check_dynamic)
         self._refusals = RateLimitedLog(log)
         self._accept_errors = RateLimitedLog(log)
+
+    # -- dynamic broker configs ----------------------------------------------------------
+    @staticmethod
+    def _check_dynamic(props: Mapping[str, str]) -> None:
+        """What coterie needs of the dynamic configs it acts on, beyond Kafka's checks: the
+        log cleaner's backoff and key budget must be positive, as at start-up."""
+        for key in ("log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"):
+            if int(props[key]) <= 0:
+                raise InvalidConfigError(f"Invalid value {props[key]} for configuration {key}: "
+                                         "coterie needs a positive value")
+
+    def _dynamic_changed(self, props: Mapping[str, str]) -> None:
+        """Act on the dynamic configs coterie implements besides the log defaults (which the
+        log manager takes): connection limits for the next connections, the log cleaner's
+        backoff and key budget from its next pass, producer expiration from the next check."""
+        self.connections.max_connections = int(props["max.connections"])
+        self.connections.max_per_ip = int(props["max.connections.per.ip"])
+        self._producer_expiration_ms = int(props["producer.id.expiration.ms"])
+        if self.cleaner is not None:
+            self.cleaner.backoff_s = int(props["log.cleaner.backoff.ms"]) / 1000
+            self.cleaner.key_budget_bytes = int(props["log.cleaner.dedupe.buffer.size"])
 
     @staticmethod
     def now_ms() -> int:
@@ -597,7 +638,6 @@ class Broker:
         flush_every = self.config.get_int("log.flush.scheduler.interval.ms") / 1000
         offsets_every = self.groups.retention_check_interval_ms / 1000
         producers_every = self.config.get_int("producer.id.expiration.check.interval.ms") / 1000
-        producer_expiration_ms = self.config.get_int("producer.id.expiration.ms")
         next_retention = time.monotonic() + retention_every
         next_offsets = time.monotonic() + offsets_every
         next_producers = time.monotonic() + producers_every
@@ -626,7 +666,7 @@ class Broker:
                     self.transactions.tick()
                 if time.monotonic() >= next_producers:
                     next_producers = time.monotonic() + producers_every
-                    expired = self.logs.expire_producers(now, producer_expiration_ms)
+                    expired = self.logs.expire_producers(now, self._producer_expiration_ms)
                     if expired:
                         log.info("expired %d idle producers", expired)
                 if self.groups.loaded and time.monotonic() >= next_offsets:

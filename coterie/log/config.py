@@ -181,7 +181,8 @@ class LogConfig:
         Raises InvalidConfigError for values that are not usable, naming the property.
         """
 
-        def number(topic_key: str, broker_keys: list[tuple[str, int]], default: int) -> int:
+        def number(topic_key: str, broker_keys: list[tuple[str, int]], default: int,
+                   unlimited_below_zero: bool = False) -> int:
             # broker_keys: (name, multiplier) in Kafka's precedence order.
             keys = [(topic_key, 1), *broker_keys]
             for key, unit in keys:
@@ -194,7 +195,10 @@ class LogConfig:
                     raise InvalidConfigError(
                         f"Invalid value {raw} for configuration {key}: not an integer"
                     ) from None
-                # -1 means "unlimited" for the retention settings whatever the unit.
+                # -1 means "unlimited" for the retention settings whatever the unit; a
+                # broker's retention time takes any negative value for it (Kafka's rule).
+                if value < 0 and unlimited_below_zero and key != topic_key:
+                    return -1
                 return value if value < 0 else value * unit
             return default
 
@@ -236,6 +240,7 @@ class LogConfig:
                     ("log.retention.hours", hour),
                 ],
                 cls.retention_ms,
+                unlimited_below_zero=True,
             ),
             retention_bytes=number(
                 "retention.bytes", [("log.retention.bytes", 1)], cls.retention_bytes
@@ -379,11 +384,66 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
     "unclean.leader.election.enable": TopicConfigDef(
         BOOLEAN, "false", "unclean.leader.election.enable"),
 }
-# Broker properties whose Kafka default is null: they are synonyms only when set.
-_NO_DEFAULT = frozenset({"log.flush.interval.ms", "log.retention.ms", "log.roll.ms",
-                         "log.roll.jitter.ms"})
 TOPIC_CONFIG_SOURCE, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+
+# Broker properties that are one setting in several units, in Kafka's precedence order (the
+# first one set wins). Kafka lists them all as synonyms of each other, and of the topic config
+# whose primary broker synonym leads the group.
+_UNIT_GROUPS = (
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+)
+# log.flush.interval.ms falls back to log.flush.scheduler.interval.ms, but not the reverse
+# (the scheduler's interval is a setting of its own).
+_ONE_WAY = {"log.flush.interval.ms": ("log.flush.interval.ms",
+                                      "log.flush.scheduler.interval.ms")}
+
+
+def broker_synonyms(name: str) -> tuple[str, ...]:
+    """The broker properties that set the same thing as `name`, in precedence order
+    (`name` alone when it has none): what Kafka searches for a value, and lists as synonyms."""
+    for group in _UNIT_GROUPS:
+        if name in group:
+            return group
+    return _ONE_WAY.get(name, (name,))
+
+
+# Kafka 4.2's defaults of the broker properties that are topic-config defaults, the unit
+# variants included; a property whose Kafka default is null (log.retention.ms, log.roll.ms,
+# log.roll.jitter.ms, log.flush.interval.ms, log.retention.minutes) is absent.
+_NULL_DEFAULT = frozenset({"log.flush.interval.ms", "log.retention.ms", "log.roll.ms",
+                           "log.roll.jitter.ms"})
+BROKER_LOG_DEFAULTS: dict[str, str] = {
+    **{d.broker_synonym: d.default for d in TOPIC_CONFIG_DEFS.values()
+       if d.broker_synonym is not None and d.broker_synonym not in _NULL_DEFAULT},
+    "log.retention.hours": "168",
+    "log.roll.hours": "168",
+    "log.roll.jitter.hours": "0",
+    "log.flush.scheduler.interval.ms": _L,
+}
+# Every broker property that is (or, in another unit, sets) the default of a topic config.
+BROKER_LOG_PROPERTIES: frozenset[str] = frozenset(
+    name for d in TOPIC_CONFIG_DEFS.values() if d.broker_synonym is not None
+    for name in broker_synonyms(d.broker_synonym))
+
+Synonym = tuple[str, str | None, int]
+
+
+def synonym_chain(name: str, names: tuple[str, ...],
+                  layers: list[tuple[Mapping[str, str | None], int]]) -> list[Synonym]:
+    """Kafka's synonyms of broker property `name`: for each layer in precedence order
+    (`layers`: values and the source they stand for), each of `names` (name's unit
+    synonyms) that the layer sets; then the leading ones before the first entry of `name`
+    itself are dropped. So a value reached only through a later unit (log.retention.hours
+    when log.retention.ms is set nowhere) lists nothing, and once log.retention.ms is set
+    somewhere every unit below it is listed, as Kafka 4.2 answers."""
+    found = [(n, layer[n], source) for layer, source in layers for n in names if n in layer]
+    for i, (n, _, _) in enumerate(found):
+        if n == name:
+            return found[i:]
+    return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,9 +469,10 @@ def describe_topic_configs(broker_props: Mapping[str, str],
     broker with `broker_props` (the properties set in its file or on its command line) and
     the broker configs changed at run time, for this broker (`dynamic_broker`) and for the
     cluster (`dynamic_default`). The value is what the log acts on, resolved through every
-    broker synonym (so `log.retention.hours` shows in retention.ms); the source and synonyms
-    name only the topic's own setting and the primary broker synonym, in Kafka's order
-    (topic, dynamic broker, dynamic default, static, default)."""
+    broker synonym (so `log.retention.hours` shows in retention.ms); the synonyms are the
+    topic's own setting, then the broker properties by `synonym_chain` (every unit of the
+    primary broker synonym, from the first layer that sets the primary one: dynamic broker,
+    dynamic default, static, default), and the source is the first synonym's."""
     dynamic_broker = dynamic_broker or {}
     dynamic_default = dynamic_default or {}
     effective = {**broker_props, **dynamic_default, **dynamic_broker}
@@ -419,21 +480,18 @@ def describe_topic_configs(broker_props: Mapping[str, str],
         resolved = LogConfig.from_properties(effective, topic_configs).topic_config_values()
     except InvalidConfigError:
         resolved = {}
+    layers: list[tuple[Mapping[str, str | None], int]] = [
+        (dynamic_broker, DYNAMIC_BROKER_CONFIG), (dynamic_default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (broker_props, STATIC_BROKER_CONFIG), (BROKER_LOG_DEFAULTS, DEFAULT_CONFIG)]
     out = []
     for name, d in TOPIC_CONFIG_DEFS.items():
-        synonyms: list[tuple[str, str | None, int]] = []
+        synonyms: list[Synonym] = []
         own = topic_configs.get(name)
         if own is not None:
             synonyms.append((name, own, TOPIC_CONFIG_SOURCE))
         broker = d.broker_synonym
         if broker is not None:
-            for layer, source in ((dynamic_broker, DYNAMIC_BROKER_CONFIG),
-                                  (dynamic_default, DYNAMIC_DEFAULT_BROKER_CONFIG),
-                                  (broker_props, STATIC_BROKER_CONFIG)):
-                if broker in layer:
-                    synonyms.append((broker, layer[broker], source))
-            if broker not in _NO_DEFAULT:
-                synonyms.append((broker, d.default, DEFAULT_CONFIG))
+            synonyms += synonym_chain(broker, broker_synonyms(broker), layers)
         if synonyms and synonyms[0][2] != DEFAULT_CONFIG:
             value, source = synonyms[0][1], synonyms[0][2]
         else:

@@ -18,6 +18,15 @@ the new max.message.bytes refuses a larger record at once; validate_only changes
 unknown name, an unusable value, an append to a non-list setting, a name given twice, an
 unknown topic and a broker resource are refused with Kafka's codes. On coterie the changes
 survive a kill -9, and Kafka's kafka-configs tool alters and describes them.
+
+`broker_scenario` describes broker "1" through confluent-kafka's AdminClient and a raw request
+and checks every log setting both brokers serve (value, source, read-only flag, type,
+synonyms), as Kafka 4.2.1 answers for a broker started with `SETTINGS` (issue 22, point 9).
+`dynamic_names_scenario` changes Kafka's dynamic broker configs beyond the log defaults (a
+SASL setting, thread counts, connection limits, a list, a custom name), for this broker and
+the cluster, then describes them with every unit synonym, and checks Kafka's refusals: static
+names, values of the wrong type or range, security configs without a listener prefix,
+per-broker configs as the cluster default (issue 22, point 11).
 """
 
 from __future__ import annotations
@@ -56,8 +65,8 @@ from tests.kafka_raw import RawConnection
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"  # kafka-configs
 SETTINGS = {"log.segment.bytes": "5000000", "log.retention.hours": "100"}
 TOPIC, BROKER = 2, 4
-TOPIC_SOURCE, STATIC, DEFAULT = 1, 4, 5
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+TOPIC_SOURCE, DYNAMIC, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
+UNKNOWN, BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 0, 1, 2, 3, 5, 6, 7
 LONG_MAX = str(2**63 - 1)
 # Every topic config Kafka 4.2.1 describes, with its type.
 TYPES = {
@@ -468,10 +477,11 @@ def dynamic_scenario(bootstrap: str) -> None:
             if topic["segment.bytes"][0] == "6000000" or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        # (Kafka then lists log.retention.hours too, as set and as defaulted; coterie only
-        # the primary synonym: docs/decisions.md.)
-        assert topic["retention.ms"][:2] == ("12345", 2)
-        assert topic["retention.ms"][2][0] == ("log.retention.ms", "12345", 2)
+        # Every unit of the setting after the primary one: log.retention.hours, as set and
+        # as defaulted.
+        assert topic["retention.ms"] == ("12345", 2, [
+            ("log.retention.ms", "12345", 2), ("log.retention.hours", "100", STATIC),
+            ("log.retention.hours", "168", DEFAULT)])
         assert topic["segment.bytes"] == ("6000000", 3, [
             ("log.segment.bytes", "6000000", 3), ("log.segment.bytes", "5000000", STATIC),
             ("log.segment.bytes", "1073741824", DEFAULT)])
@@ -530,3 +540,293 @@ def test_documentation_is_given_when_asked(coterie):
             assert asked.configs and all(c.documentation for c in asked.configs)
             plain = _describe(conn, kind, name)
             assert all(c.documentation is None for c in plain.configs)
+
+
+# The log settings of a broker started with SETTINGS, nothing changed at run time, as Kafka
+# 4.2.1 describes them: name -> (value, source, read-only, type). The synonyms are the
+# default's own (none when it is null) but for BROKER_LOG_SYNONYMS. Not here: min.insync.replicas
+# (Kafka's storage format sets it as a cluster default) and log.flush.scheduler.interval.ms
+# (coterie's default is 1000 ms): docs/decisions.md.
+BROKER_LOG_CONFIGS: dict[str, tuple[str | None, int, bool, int]] = {
+    "log.retention.ms": (None, DEFAULT, False, LONG),
+    "log.retention.minutes": (None, DEFAULT, True, INT),
+    "log.retention.hours": ("100", STATIC, True, INT),
+    "log.retention.bytes": ("-1", DEFAULT, False, LONG),
+    "log.retention.check.interval.ms": ("300000", DEFAULT, True, LONG),
+    "log.segment.bytes": ("5000000", STATIC, False, INT),
+    "log.segment.delete.delay.ms": ("60000", DEFAULT, False, LONG),
+    "log.roll.ms": (None, DEFAULT, False, LONG),
+    "log.roll.hours": ("168", DEFAULT, True, INT),
+    "log.roll.jitter.ms": (None, DEFAULT, False, LONG),
+    "log.roll.jitter.hours": ("0", DEFAULT, True, INT),
+    "log.cleanup.policy": ("delete", DEFAULT, False, LIST),
+    "log.cleaner.enable": ("true", DEFAULT, True, BOOLEAN),
+    "log.cleaner.threads": ("1", DEFAULT, False, INT),
+    "log.cleaner.backoff.ms": ("15000", DEFAULT, False, LONG),
+    "log.cleaner.dedupe.buffer.size": ("134217728", DEFAULT, False, LONG),
+    "log.cleaner.delete.retention.ms": ("86400000", DEFAULT, False, LONG),
+    "log.cleaner.min.cleanable.ratio": ("0.5", DEFAULT, False, DOUBLE),
+    "log.cleaner.min.compaction.lag.ms": ("0", DEFAULT, False, LONG),
+    "log.cleaner.max.compaction.lag.ms": (LONG_MAX, DEFAULT, False, LONG),
+    "log.cleaner.io.max.bytes.per.second": ("1.7976931348623157E308", DEFAULT, False, DOUBLE),
+    "log.flush.interval.messages": (LONG_MAX, DEFAULT, False, LONG),
+    "log.flush.interval.ms": (None, DEFAULT, False, LONG),
+    "log.index.interval.bytes": ("4096", DEFAULT, False, INT),
+    "log.index.size.max.bytes": ("10485760", DEFAULT, False, INT),
+    "log.preallocate": ("false", DEFAULT, False, BOOLEAN),
+    "log.message.timestamp.type": ("CreateTime", DEFAULT, False, STRING),
+    "log.message.timestamp.after.max.ms": ("3600000", DEFAULT, False, LONG),
+    "log.message.timestamp.before.max.ms": (LONG_MAX, DEFAULT, False, LONG),
+    "log.local.retention.ms": ("-2", DEFAULT, False, LONG),
+    "log.local.retention.bytes": ("-2", DEFAULT, False, LONG),
+    "message.max.bytes": ("1048588", DEFAULT, False, INT),
+    "compression.type": ("producer", DEFAULT, False, STRING),
+    "compression.gzip.level": ("-1", DEFAULT, False, INT),
+    "compression.lz4.level": ("9", DEFAULT, False, INT),
+    "compression.zstd.level": ("3", DEFAULT, False, INT),
+    "unclean.leader.election.enable": ("false", DEFAULT, False, BOOLEAN),
+}
+BROKER_LOG_SYNONYMS = {
+    "log.retention.hours": [("log.retention.hours", "100", STATIC),
+                            ("log.retention.hours", "168", DEFAULT)],
+    "log.segment.bytes": [("log.segment.bytes", "5000000", STATIC),
+                          ("log.segment.bytes", "1073741824", DEFAULT)],
+}
+
+
+def _expected_synonyms(name: str) -> list[tuple[str, str | None, int]]:
+    value = BROKER_LOG_CONFIGS[name][0]
+    return BROKER_LOG_SYNONYMS.get(name, [] if value is None else [(name, value, DEFAULT)])
+
+
+def _broker_entries(admin: AdminClient, name: str = "1") -> dict[str, Any]:
+    (future,) = admin.describe_configs([ConfigResource("broker", name)]).values()
+    return future.result(30)
+
+
+def broker_scenario(bootstrap: str) -> None:
+    """The broker's log settings, as a real client and a raw request see them."""
+    entries = _broker_entries(AdminClient({"bootstrap.servers": bootstrap}))
+    seen = {name: (e.value, e.source, e.is_read_only, list(e.synonyms))
+            for name, e in entries.items() if name in BROKER_LOG_CONFIGS}
+    assert seen == {name: (value, source, read_only,
+                           list(dict.fromkeys(n for n, _, _ in _expected_synonyms(name))))
+                    for name, (value, source, read_only, _) in BROKER_LOG_CONFIGS.items()}
+    host, port = bootstrap.rsplit(":", 1)
+    with RawConnection(host, int(port)) as conn:
+        answer = _describe(conn, BROKER, "1", tuple(BROKER_LOG_CONFIGS))
+    assert answer.error_code == ErrorCode.none
+    raw = {c.name: (c.value, c.config_source, c.read_only, c.config_type,
+                    [(s.name, s.value, s.source) for s in c.synonyms]) for c in answer.configs}
+    assert raw == {name: (*BROKER_LOG_CONFIGS[name], _expected_synonyms(name))
+                   for name in BROKER_LOG_CONFIGS}
+    assert not any(c.is_sensitive for c in answer.configs)
+
+
+# Kafka's dynamic broker configs set by `dynamic_names_scenario`, for this broker and for the
+# cluster (no thread count changes by more than half or double: Kafka refuses that).
+THIS_BROKER = {"sasl.kerberos.min.time.before.relogin": "70000", "log.cleaner.threads": "2",
+               "num.io.threads": "4", "max.connections": "1000", "log.retention.ms": "12345",
+               "no.such.config": "1"}
+CLUSTER_WIDE = {"max.connections": "2000", "log.retention.ms": "54321"}
+INT_MAX = str(2**31 - 1)
+
+
+def _set(admin: AdminClient, name: str, ops: dict[str, str | None],
+         op: AlterConfigOpType = AlterConfigOpType.SET) -> None:
+    resource = ConfigResource("broker", name, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=op) for k, v in ops.items()])
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    future.result(30)
+
+
+def _full(result: Any) -> dict[str, tuple]:
+    return {c.name: (c.value, c.config_source, c.read_only, c.config_type, c.is_sensitive,
+                     [(s.name, s.value, s.source) for s in c.synonyms]) for c in result.configs}
+
+
+def dynamic_names_scenario(bootstrap: str) -> None:
+    """Kafka's dynamic broker configs beyond the log defaults: set for this broker (through
+    confluent-kafka's AdminClient) and the cluster, described with their synonyms in every
+    unit, refused as Kafka refuses them, deleted again."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("units", 1, 1)])["units"].result(30)
+    host, port = bootstrap.rsplit(":", 1)
+    _set(admin, "1", THIS_BROKER)
+    _set(admin, "1", {"ssl.cipher.suites": "TLS_AES_128_GCM_SHA256"}, AlterConfigOpType.APPEND)
+    with RawConnection(host, int(port)) as conn:
+        assert _raw_alter(conn, BROKER, "", *((k, v, 0) for k, v in CLUSTER_WIDE.items())
+                          ).error_code == ErrorCode.none
+        # Kafka applies changes through its metadata log: a describe may lag a moment.
+        b = _eventually(lambda: _full(_describe(conn, BROKER, "1")),
+                        lambda d: len(d["max.connections"][5]) == 3
+                        and d["ssl.cipher.suites"][1] == DYNAMIC and "no.such.config" in d)
+        relogin = "sasl.kerberos.min.time.before.relogin"
+        assert b[relogin] == ("70000", DYNAMIC, False, LONG, False, [
+            (relogin, "70000", DYNAMIC), (relogin, "60000", DEFAULT)])
+        assert b["log.cleaner.threads"] == ("2", DYNAMIC, False, INT, False, [
+            ("log.cleaner.threads", "2", DYNAMIC), ("log.cleaner.threads", "1", DEFAULT)])
+        assert b["num.io.threads"] == ("4", DYNAMIC, False, INT, False, [
+            ("num.io.threads", "4", DYNAMIC), ("num.io.threads", "8", DEFAULT)])
+        assert b["max.connections"] == ("1000", DYNAMIC, False, INT, False, [
+            ("max.connections", "1000", DYNAMIC), ("max.connections", "2000", DYNAMIC_DEFAULT),
+            ("max.connections", INT_MAX, DEFAULT)])
+        assert b["ssl.cipher.suites"] == ("TLS_AES_128_GCM_SHA256", DYNAMIC, False, LIST, False, [
+            ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256", DYNAMIC),
+            ("ssl.cipher.suites", "", DEFAULT)])
+        retention = [("log.retention.ms", "12345", DYNAMIC),
+                     ("log.retention.ms", "54321", DYNAMIC_DEFAULT),
+                     ("log.retention.hours", "100", STATIC),
+                     ("log.retention.hours", "168", DEFAULT)]
+        assert b["log.retention.ms"] == ("12345", DYNAMIC, False, LONG, False, retention)
+        # The dynamic log.retention.ms takes the file's log.retention.hours out of the
+        # config in effect: its value is the default again, its source still the file.
+        assert b["log.retention.hours"] == ("168", STATIC, True, INT, False, retention[2:])
+        # A custom name: kept, its value never shown, of unknown type, read-only.
+        assert b["no.such.config"] == (None, DYNAMIC, True, UNKNOWN, True, [
+            ("no.such.config", None, DYNAMIC)])
+        cluster = _full(_describe(conn, BROKER, ""))
+        assert cluster["max.connections"] == ("2000", DYNAMIC_DEFAULT, False, INT, False, [
+            ("max.connections", "2000", DYNAMIC_DEFAULT)])
+        assert cluster["log.retention.ms"][:2] == ("54321", DYNAMIC_DEFAULT)
+        assert set(cluster) - {"min.insync.replicas"} == set(CLUSTER_WIDE)
+        topic = _eventually(lambda: _by_name(_describe(conn, TOPIC, "units")),
+                            lambda d: d["retention.ms"][0] == "12345")
+        assert topic["retention.ms"] == ("12345", DYNAMIC, retention)
+
+        # Refused, with Kafka's codes and messages; nothing changes.
+        def refused(name: str, *ops: tuple[str, str | None, int]) -> tuple[Any, str | None]:
+            answer = _raw_alter(conn, BROKER, name, *ops)
+            return answer.error_code, answer.error_message
+
+        request = ErrorCode.invalid_request
+        assert refused("1", ("broker.id", "2", 0)) == (
+            request, "Cannot update these configs dynamically: Set(broker.id)")
+        assert refused("1", ("log.retention.hours", "50", 0)) == (
+            request, "Cannot update these configs dynamically: Set(log.retention.hours)")
+        assert refused("1", ("num.io.threads", "abc", 0)) == (
+            request, "Invalid value abc for configuration num.io.threads: Not a number of type INT")
+        assert refused("1", ("num.io.threads", "0", 0)) == (
+            request, "Invalid value 0 for configuration num.io.threads: Value must be at least 1")
+        assert refused("1", ("log.cleaner.min.cleanable.ratio", "2", 0)) == (
+            request, "Invalid value 2.0 for configuration log.cleaner.min.cleanable.ratio: Value "
+                     "must be no more than 1")
+        assert refused("1", ("compression.type", "brotli", 0)) == (
+            request, "Invalid value brotli for configuration compression.type: String must be one "
+                     "of: uncompressed, zstd, lz4, snappy, gzip, producer")
+        assert refused("1", ("log.segment.bytes", "5000", 0)) == (
+            request, "Invalid value 5000 for configuration log.segment.bytes: Value must be at "
+                     "least 1048576")
+        assert refused("1", ("ssl.keystore.type", "PKCS12", 0)) == (
+            request, "These security configs can be dynamically updated only per-listener using "
+                     "the listener prefix: HashSet(ssl.keystore.type)")
+        assert refused("", ("sasl.kerberos.min.time.before.relogin", "70000", 0)) == (
+            request, "Cannot update these configs at default cluster level, broker id must be "
+                     "specified: Set(sasl.kerberos.min.time.before.relogin)")
+        assert refused("1", ("log.retention.ms", None, 0)) == (
+            request, "Null value not supported for : log.retention.ms")
+        assert refused("7", ("max.connections", "5", 0)) == (
+            request, "Unexpected broker id, expected 1, but received 7")
+        assert refused("1", ("max.connections", "5", 2)) == (
+            ErrorCode.invalid_config, "Config value append is not allowed for config key: "
+                                      "max.connections")
+        checked = conn.request(IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+            resource_type=BROKER, resource_name="1", configs=(AlterableConfig(
+                name="max.connections", config_operation=0, value="10"),)),), validate_only=True))
+        assert checked.responses[0].error_code == ErrorCode.none
+        time.sleep(1)  # (time for Kafka to apply a change, were it made)
+        assert _full(_describe(conn, BROKER, "1"))["max.connections"][0] == "1000"
+
+        # Deleted: the defaults again.
+        _set(admin, "1", dict.fromkeys([*THIS_BROKER, "ssl.cipher.suites"]),
+             AlterConfigOpType.DELETE)
+        assert _raw_alter(conn, BROKER, "", *((k, None, 1) for k in CLUSTER_WIDE)
+                          ).error_code == ErrorCode.none
+        back = _eventually(lambda: _full(_describe(conn, BROKER, "1")),
+                           lambda d: d["max.connections"][0] == INT_MAX
+                           and d["log.retention.ms"][0] is None and "no.such.config" not in d)
+        assert back["max.connections"] == ("2147483647", DEFAULT, False, INT, False, [
+            ("max.connections", INT_MAX, DEFAULT)])
+        assert back["log.retention.ms"] == (None, DEFAULT, False, LONG, False, [])
+        assert back["log.retention.hours"][:2] == ("100", STATIC)
+        assert "no.such.config" not in back
+
+
+def test_broker_configs(coterie_factory):
+    broker = coterie_factory(config=SETTINGS)
+    broker_scenario(broker.bootstrap)
+
+
+def test_dynamic_broker_config_names(coterie_factory):
+    broker = coterie_factory(config=SETTINGS)
+    dynamic_names_scenario(broker.bootstrap)
+
+
+def _third_connection_refused(broker: Any) -> bool:
+    """With two connections open and served, whether a third one is closed at once."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    kept = [RawConnection(broker.host, broker.port) for _ in range(2)]
+    try:
+        for c in kept:
+            assert c.request(ApiVersionsRequest(client_software_name="t",
+                                                client_software_version="1")).error_code == 0
+        with RawConnection(broker.host, broker.port) as extra:
+            return extra.is_closed_by_peer(wait=3.0)
+    finally:
+        for c in kept:
+            c.close()
+        time.sleep(0.3)  # the broker has seen them go
+
+
+def test_dynamic_broker_configs_act_at_once_and_after_a_restart(coterie_factory):
+    """coterie acts on max.connections.per.ip as soon as it is set, and again after a kill -9
+    (read back from broker-configs.json); the dynamic configs it only keeps are described
+    as set after the restart; deleting the limit lifts it at once."""
+    broker = coterie_factory(config=SETTINGS)
+    time.sleep(0.3)  # the start-up probe's connection is gone
+    assert not _third_connection_refused(broker)
+    with RawConnection(broker.host, broker.port) as conn:
+        assert _raw_alter(conn, BROKER, "1", ("max.connections.per.ip", "2", 0),
+                          ("num.io.threads", "4", 0),
+                          ("sasl.kerberos.min.time.before.relogin", "70000", 0)
+                          ).error_code == ErrorCode.none
+    time.sleep(0.3)
+    assert _third_connection_refused(broker)
+    broker.kill9()
+    broker.restart_after_kill9()
+    time.sleep(0.3)
+    assert _third_connection_refused(broker)
+    with RawConnection(broker.host, broker.port) as conn:
+        now = _full(_describe(conn, BROKER, "1"))
+        assert now["num.io.threads"][:2] == ("4", DYNAMIC)
+        assert now["sasl.kerberos.min.time.before.relogin"][:2] == ("70000", DYNAMIC)
+        assert now["max.connections.per.ip"][:2] == ("2", DYNAMIC)
+        assert _raw_alter(conn, BROKER, "1", ("max.connections.per.ip", None, 1)
+                          ).error_code == ErrorCode.none
+    time.sleep(0.3)
+    assert not _third_connection_refused(broker)
+
+
+def test_kafka_configs_describes_and_alters_the_broker(coterie_factory):
+    """Kafka 4.2.1's kafka-configs on the broker: --describe --all lists its log settings
+    (there were none but those set in the file), --alter changes a dynamic config of this
+    broker and the cluster default, and --describe shows them with their synonyms."""
+    broker = coterie_factory(config=SETTINGS)
+
+    def tool(*args: str) -> str:
+        return kafka_tool(CONFIG_COMMAND, broker.bootstrap, "--entity-type", "brokers", *args)
+
+    everything = tool("--entity-name", "1", "--describe", "--all")
+    for line in ("log.retention.hours=100 sensitive=false synonyms={STATIC_BROKER_CONFIG:"
+                 "log.retention.hours=100, DEFAULT_CONFIG:log.retention.hours=168}",
+                 "log.cleanup.policy=delete ", "log.cleaner.min.cleanable.ratio=0.5 ",
+                 "message.max.bytes=1048588 ", "log.segment.bytes=5000000 "):
+        assert line in everything, everything
+    tool("--entity-name", "1", "--alter", "--add-config", "log.cleaner.threads=2")
+    tool("--entity-default", "--alter", "--add-config", "log.retention.ms=99999")
+    mine = tool("--entity-name", "1", "--describe")
+    assert ("log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+            "log.cleaner.threads=2, DEFAULT_CONFIG:log.cleaner.threads=1}") in mine, mine
+    cluster = tool("--entity-default", "--describe")
+    assert "log.retention.ms=99999 sensitive=false" in cluster, cluster

@@ -1,5 +1,6 @@
 """The config and log-administration scenarios of tests/integration (describe and alter
-configs, group configs, dynamic broker configs, DescribeCluster, DeleteRecords), run as
+configs, group configs, the broker's configs, dynamic broker configs, DescribeCluster,
+DeleteRecords), run as
 written against Apache Kafka 4.2.1. The config scenarios share one broker of this module's
 own, started with their broker settings (the session's shared broker has other settings).
 Skipped, naming what is missing, without java or mvn."""
@@ -34,6 +35,10 @@ def test_describe_configs(configured_kafka):
     scenarios.scenario(configured_kafka.bootstrap)
 
 
+def test_broker_configs(configured_kafka):
+    scenarios.broker_scenario(configured_kafka.bootstrap)
+
+
 def test_alter_configs(configured_kafka):
     scenarios.alter_scenario(configured_kafka.bootstrap)
 
@@ -44,6 +49,10 @@ def test_group_configs(configured_kafka):
 
 def test_dynamic_broker_configs(configured_kafka):
     scenarios.dynamic_scenario(configured_kafka.bootstrap)
+
+
+def test_dynamic_broker_config_names(configured_kafka):
+    scenarios.dynamic_names_scenario(configured_kafka.bootstrap)
 
 
 def test_describe_cluster(reference_kafka):

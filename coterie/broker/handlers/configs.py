@@ -3,24 +3,27 @@ broker configs as Kafka 4.2 describes and changes them.
 
 A topic's answer lists every topic config Kafka 4.2 lists (coterie.log.config
 `TOPIC_CONFIG_DEFS`), with the value the log acts on, the source (the topic's own setting,
-the broker's file or command line, or the default) and, when asked, the synonyms: the topic
-setting, then the primary broker property as set and as defaulted. A broker's answer lists
-the properties coterie reads, all read-only (coterie changes none of them at run time yet),
-STATIC_BROKER_CONFIG when set in the file or on the command line, DEFAULT_CONFIG otherwise.
-Resource name "" of a broker is the cluster-wide dynamic default, of which coterie has none
-(an empty list, as Kafka answers when none is set). Group configs are in
-coterie.broker.group_configs, broker loggers (their levels, changed at run time) in
-coterie.broker.loggers. Asked for documentation, topic and group configs carry a sentence
-on what they mean (coterie.log.config_docs); broker properties carry none (null).
+a dynamic broker config, the broker's file or command line, or the default) and, when asked,
+the synonyms: the topic setting, then the broker properties that set its default, every unit
+of them (coterie.log.config `synonym_chain`). A broker's answer (coterie.broker.dynamic_configs
+`describe`) lists the settings coterie reads, Kafka's dynamic broker configs and the broker
+properties of the topic configs, each with Kafka's type, read-only flag, source and synonyms;
+resource name "" is the cluster-wide dynamic default (only what is set there). Group configs
+are in coterie.broker.group_configs, broker loggers (their levels, changed at run time) in
+coterie.broker.loggers. Asked for documentation, topic and group configs carry a sentence on
+what they mean (coterie.log.config_docs); broker properties carry none (null).
 
 A topic's configs change as Kafka changes them: IncrementalAlterConfigs sets, deletes,
 appends to or subtracts from single settings (append and subtract only for list settings,
-starting from the default when the topic has no setting of its own); the legacy AlterConfigs
-replaces the topic's whole set. Every change is checked first (unknown names and unusable
-values are INVALID_CONFIG with Kafka's message; a name twice in one resource is
+starting from the default when the resource has no setting of its own); the legacy
+AlterConfigs replaces the resource's whole set. Every change is checked first (unknown names
+and unusable values are INVALID_CONFIG with Kafka's message; a name twice in one resource is
 INVALID_REQUEST), then written durably with the topic's metadata and applied to its
 partitions at once (retention, segment size and roll time, message size, cleanup policy);
-`validate_only` checks and changes nothing. Broker configs cannot be changed at run time yet.
+`validate_only` checks and changes nothing. A broker's configs change the same way, for
+this broker (its id) or the cluster (""), through coterie.broker.dynamic_configs; what Kafka
+refuses there (static names, bad values, per-broker configs as the cluster default) is
+INVALID_REQUEST with Kafka's message, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -30,22 +33,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker import loggers
-from coterie.broker.config import DEFAULTS
+from coterie.broker.config_defs import config_type, kafka_default
 from coterie.broker.context import RequestContext
 from coterie.broker.dynamic_configs import BROKER as BROKER_SCOPE
 from coterie.broker.dynamic_configs import CLUSTER as CLUSTER_SCOPE
-from coterie.broker.dynamic_configs import DYNAMIC_KEYS, NotDynamic
-from coterie.broker.groups import GROUP_DEFAULTS
+from coterie.broker.dynamic_configs import NotDynamic
 from coterie.log.config import (
-    BOOLEAN,
     DEFAULT_CONFIG,
-    DYNAMIC_BROKER_CONFIG,
-    DYNAMIC_DEFAULT_BROKER_CONFIG,
-    INT,
     LIST,
-    LONG,
-    STATIC_BROKER_CONFIG,
-    STRING,
     TOPIC_CONFIG_DEFS,
     DescribedConfig,
     describe_topic_configs,
@@ -87,16 +82,12 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool,
                                      f"received {name}"}
         described = loggers.describe()
     elif kind == BROKER:
-        if name == "":  # the cluster-wide dynamic defaults
-            described = [DescribedConfig(k, v, DYNAMIC_DEFAULT_BROKER_CONFIG, _type_of(v),
-                                         ((k, v, DYNAMIC_DEFAULT_BROKER_CONFIG),))
-                         for k, v in sorted(_dynamic_layers(ctx)[CLUSTER_SCOPE].items())]
-        elif name.strip() != str(config.node_id):
+        if name != "" and name.strip() != str(config.node_id):
             return {**result, "error_code": ErrorCode.invalid_request,
                     "error_message": f"Unexpected broker id, expected {config.node_id} "
                                      f"or empty string, but received {name}"}
-        else:
-            described = _broker_configs(ctx)
+        store = ctx.services.dynamic_configs
+        described = [] if store is None else store.describe(per_broker=name != "")
     else:
         return {**result, "error_code": ErrorCode.invalid_request,
                 "error_message": f"coterie does not describe resource type {kind}"}
@@ -123,47 +114,6 @@ def _dynamic_layers(ctx: RequestContext) -> dict[str, dict[str, str]]:
     if store is None:
         return {CLUSTER_SCOPE: {}, BROKER_SCOPE: {}}
     return store.layers
-
-
-def _broker_configs(ctx: RequestContext) -> list[DescribedConfig]:
-    """The properties coterie reads and the ones changed at run time, with their values
-    now. Only the broker synonyms of topic configs can change at run time; the others are
-    read-only, as Kafka's static broker configs are."""
-    config = ctx.services.config
-    layers = _dynamic_layers(ctx)
-    defaults = {**GROUP_DEFAULTS, **DEFAULTS}
-    static = {**defaults, **config.props}
-    out = []
-    for name in sorted({*static, *layers[CLUSTER_SCOPE], *layers[BROKER_SCOPE]}):
-        synonyms: list[tuple[str, str | None, int]] = []
-        for layer, source in ((layers[BROKER_SCOPE], DYNAMIC_BROKER_CONFIG),
-                              (layers[CLUSTER_SCOPE], DYNAMIC_DEFAULT_BROKER_CONFIG)):
-            if name in layer:
-                synonyms.append((name, layer[name], source))
-        if name in config.explicit:
-            synonyms.append((name, static[name], STATIC_BROKER_CONFIG))
-        if name in defaults:
-            synonyms.append((name, defaults[name], DEFAULT_CONFIG))
-        value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (
-            static.get(name), DEFAULT_CONFIG)
-        out.append(DescribedConfig(name, value, source, _type_of(value or ""),
-                                   tuple(synonyms), read_only=name not in DYNAMIC_KEYS,
-                                   sensitive=_sensitive(name)))
-    return out
-
-
-def _type_of(value: str) -> int:
-    if value in ("true", "false"):
-        return BOOLEAN
-    try:
-        n = int(value)
-    except ValueError:
-        return STRING
-    return INT if -(2**31) <= n < 2**31 else LONG
-
-
-def _sensitive(name: str) -> bool:
-    return "password" in name or name.endswith(".secret") or "jaas" in name
 
 
 # -- changing configs -------------------------------------------------------------------------
@@ -268,18 +218,20 @@ def _alter_group(ctx: RequestContext, resource: Any, incremental: bool,
 def _alter_broker(ctx: RequestContext, resource: Any, incremental: bool,
                   validate_only: bool) -> None:
     """Dynamic broker configs (coterie.broker.dynamic_configs): resource name "" for the
-    cluster-wide default, this broker's id for this broker."""
+    cluster-wide default, this broker's id for this broker. What the store refuses is
+    INVALID_REQUEST, as Kafka answers."""
     store = ctx.services.dynamic_configs
-    config = ctx.services.config
+    node = ctx.services.config.node_id
     name = resource.resource_name
     if name == "":
         scope = CLUSTER_SCOPE
-    elif name.strip() == str(config.node_id):
-        scope = BROKER_SCOPE
+    elif not name.strip().lstrip("+-").isdigit():
+        raise _Refused(ErrorCode.invalid_request, f"Node id must be an integer, but it is: {name}")
+    elif int(name) != node:
+        raise _Refused(ErrorCode.invalid_request,
+                       f"Unexpected broker id, expected {node}, but received {name}")
     else:
-        raise _Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected "
-                                                  f"{config.node_id} or empty string, but "
-                                                  f"received {name}")
+        scope = BROKER_SCOPE
     if store is None:
         raise _Refused(ErrorCode.invalid_request, "broker configs cannot change at run time")
     names = [c.name for c in resource.configs]
@@ -287,18 +239,9 @@ def _alter_broker(ctx: RequestContext, resource: Any, incremental: bool,
         raise _Refused(ErrorCode.invalid_request, "Error due to duplicate config keys")
     configs = _new_set(dict(store.layers[scope]), resource.configs, incremental, "broker")
     try:
-        store.check(configs)
-        layers = store.with_scope(scope, configs)
-        effective = store.overlay(config.props, layers)
-        ctx.services.logs.set_broker_props(effective, check_only=True)
-        if validate_only:
-            return
-        store.save(layers)
-        ctx.services.logs.set_broker_props(effective)
-    except NotDynamic as e:
+        store.alter(scope, configs, validate_only)
+    except (NotDynamic, InvalidConfigError) as e:
         raise _Refused(ErrorCode.invalid_request, str(e)) from e
-    except InvalidConfigError as e:
-        raise _Refused(ErrorCode.invalid_config, str(e)) from e
     except OSError as e:
         raise _Refused(ErrorCode.kafka_storage_error,
                        f"cannot write the broker configs: {e}") from e
@@ -342,15 +285,21 @@ def _new_set(current: dict[str, str], changes: Any, incremental: bool,
     configs = {}
     for c in changes:
         if c.value is None:
-            raise _Refused(ErrorCode.invalid_config,
-                           f"Null value not supported for {kind} config '{c.name}'")
+            raise _null_value(kind, c.name)
         configs[c.name] = c.value
     return configs
 
 
+def _null_value(kind: str, key: str) -> _Refused:
+    """A SET without a value: Kafka's answer for the resource type."""
+    if kind == "broker":
+        return _Refused(ErrorCode.invalid_request, f"Null value not supported for : {key}")
+    return _Refused(ErrorCode.invalid_config, f"Null value not supported for {kind} config '{key}'")
+
+
 def _apply_ops(configs: dict[str, str], ops: Any, kind: str) -> dict[str, str]:
-    """The settings after IncrementalAlterConfigs' operations, in order. Only a topic's
-    list settings take append and subtract."""
+    """The settings after IncrementalAlterConfigs' operations, in order. Only list settings
+    (of a topic or a broker) take append and subtract."""
     for op in ops:
         key, code, value = op.name, op.config_operation, op.value
         if code == DELETE:
@@ -360,20 +309,18 @@ def _apply_ops(configs: dict[str, str], ops: Any, kind: str) -> dict[str, str]:
             raise _Refused(ErrorCode.invalid_request,
                            f"Unknown config operation {code} for {key}")
         if value is None:
-            raise _Refused(ErrorCode.invalid_config,
-                           f"Null value not supported for {kind} config '{key}'")
+            raise _null_value(kind, key)
         if code == SET:
             configs[key] = value
             continue
-        definition = TOPIC_CONFIG_DEFS.get(key) if kind == "topic" else None
-        if definition is None and kind == "topic":
+        if kind == "topic" and key not in TOPIC_CONFIG_DEFS:
             raise _Refused(ErrorCode.invalid_config, f"Unknown topic config name: {key}")
-        if definition is None or definition.type != LIST:
+        list_default = _list_default(kind, key)
+        if list_default is None:
             verb = "append" if code == APPEND else "subtract"
             raise _Refused(ErrorCode.invalid_config,
                            f"Config value {verb} is not allowed for config key: {key}")
-        assert definition is not None
-        current = configs.get(key, definition.default)
+        current = configs.get(key, list_default)
         items = [v.strip() for v in current.split(",") if v.strip()]
         given = [v.strip() for v in value.split(",") if v.strip()]
         if code == APPEND:
@@ -382,3 +329,14 @@ def _apply_ops(configs: dict[str, str], ops: Any, kind: str) -> dict[str, str]:
             items = [v for v in items if v not in given]
         configs[key] = ",".join(items)
     return configs
+
+
+def _list_default(kind: str, key: str) -> str | None:
+    """The default a list setting's append or subtract starts from when the resource has no
+    value of its own; None when `key` is not a list setting of `kind`."""
+    if kind == "topic":
+        definition = TOPIC_CONFIG_DEFS[key]
+        return definition.default if definition.type == LIST else None
+    if kind == "broker" and config_type(key) == LIST:
+        return kafka_default(key) or ""
+    return None

@@ -111,3 +111,35 @@ def test_every_described_config_has_its_documentation():
 
     assert set(TOPIC_CONFIG_DOCS) == set(TOPIC_CONFIG_DEFS)
     assert set(GROUP_CONFIG_DOCS) == set(GROUP_CONFIG_DEFS)
+
+
+def _named(described):
+    return {d.name: d for d in described}
+
+
+def test_a_topic_lists_every_unit_synonym_of_a_dynamic_value():
+    """The known gap of the first part: with log.retention.ms set dynamically, a topic's
+    retention.ms lists log.retention.hours too, as set and as defaulted (Kafka's answer)."""
+    from coterie.log.config import describe_topic_configs
+
+    described = _named(describe_topic_configs(
+        {"log.retention.hours": "100", "log.roll.hours": "50"}, {},
+        {"log.retention.ms": "12345", "log.roll.ms": "60000"}, {"log.retention.ms": "54321"}))
+    assert described["retention.ms"].synonyms == (
+        ("log.retention.ms", "12345", 2), ("log.retention.ms", "54321", 3),
+        ("log.retention.hours", "100", 4), ("log.retention.hours", "168", 5))
+    assert described["segment.ms"].synonyms == (
+        ("log.roll.ms", "60000", 2), ("log.roll.hours", "50", 4),
+        ("log.roll.hours", "168", 5))
+    static_only = _named(describe_topic_configs({"log.retention.hours": "100"}, {}))
+    assert static_only["retention.ms"].synonyms == ()
+    assert static_only["retention.ms"].value == str(100 * 3600 * 1000)
+
+
+def test_a_broker_retention_below_zero_means_unlimited():
+    """Kafka takes any negative log.retention.* as unlimited (-1); a topic's own retention.ms
+    below -1 stays refused."""
+    assert LogConfig.from_properties({"log.retention.ms": "-5"}, {}).retention_ms == -1
+    assert LogConfig.from_properties({"log.retention.hours": "-3"}, {}).retention_ms == -1
+    with pytest.raises(InvalidConfigError):
+        LogConfig.from_properties({}, {"retention.ms": "-5"})
