@@ -429,7 +429,7 @@ class GroupRuntime:
         now = self.now_ms()
         # A partition with open transactions waits: their pending offsets belong in their
         # producers' transactional batches, which a snapshot of live values cannot restate.
-        return sum(self.log.compact(shard.partition, shard.durable.values(), now,
+        return sum(self.log.compact(shard.partition, shard.durable, now,
                                     min_segments)
                    for shard in self.shards if not shard.has_open_transactions())
 

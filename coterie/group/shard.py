@@ -56,7 +56,7 @@ from coterie.group.classic.messages import (
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.messages import DescribedConsumerGroup
-from coterie.group.durable import DurableRecords
+from coterie.group.durable import DurableView
 from coterie.group.group import Group, ListedGroup, Refusal
 from coterie.group.mixed.coordinator import GroupCoordinator
 from coterie.group.offsets.messages import (
@@ -132,16 +132,8 @@ class GroupShard:
                                 client_assignment_timeout_ms=config
                                 .client_assignment_timeout_ms))
         self.offsets = OffsetStore()
-        # The last value of every live key that reached the log, in first-written order.
-        self.durable = DurableRecords()
-        # The committed offsets that reached the log, with their replay positions: what a
-        # failed append is undone to (replaying them again would reorder them after pending
-        # transactional offsets the log has after them, and a tombstone would drop those).
-        self.durable_offsets: dict[tuple[str, str, int], tuple[OffsetCommitValue, int]] = {}
-        # Per open transaction, its pending offsets that reached the log (with their replay
-        # positions): what a failed transactional append is undone to.
-        self.durable_pending: dict[int, dict[tuple[str, str, int],
-                                             tuple[OffsetCommitValue, int]]] = {}
+        # What reached the log: what a failed append is undone to (`durable.py`).
+        self.durable = DurableView()
 
     @property
     def classic(self) -> ClassicGroups:
@@ -160,21 +152,14 @@ class GroupShard:
         """Apply one record read from the partition (loading): the same code live results
         go through. `producer_id` is its batch's (set for transactional offset commits)."""
         self._apply(record, producer_id)
-        self._remember(record, producer_id)
+        self.durable.committed([record], producer_id)
 
     def replay_marker(self, producer_id: int, commit: bool) -> None:
         """Apply a transaction marker written to this partition (loading, or live once the
         transaction coordinator wrote it): `producer_id`'s pending offsets are committed or
         dropped."""
         self.offsets.replay_marker(producer_id, commit)
-        pending = self.durable_pending.pop(producer_id, {})
-        if not commit:
-            return
-        for key in pending:
-            entry = self.offsets.committed_entry(key)
-            if entry is not None:
-                self.durable.put(Record(OffsetCommitKey(*key), entry[0]))
-                self.durable_offsets[key] = entry
+        self.durable.marker(producer_id, commit)
 
     def _apply(self, record: Record, producer_id: int = NO_PRODUCER_ID) -> None:
         if isinstance(record.key, OffsetCommitKey):
@@ -182,80 +167,41 @@ class GroupShard:
         else:
             self.coordinator.replay(record)
 
-    def _remember(self, record: Record, producer_id: int = NO_PRODUCER_ID) -> None:
-        key = record.key
-        if producer_id != NO_PRODUCER_ID and record.value is not None:
-            k = (key.group_id, key.topic, key.partition)
-            entry = self.offsets.pending_entry(producer_id, k)
-            if entry is not None:
-                self.durable_pending.setdefault(producer_id, {})[k] = entry
-            return
-        if record.value is None:
-            self.durable.drop(key)
-            if isinstance(key, OffsetCommitKey):
-                k = (key.group_id, key.topic, key.partition)
-                self.durable_offsets.pop(k, None)
-                for pending in self.durable_pending.values():
-                    pending.pop(k, None)
-        else:
-            self.durable.put(record)
-            if isinstance(key, OffsetCommitKey):
-                # The record was applied just before (appends are synchronous): the store's
-                # entry is this record's, with its position.
-                k = (key.group_id, key.topic, key.partition)
-                entry = self.offsets.committed_entry(k)
-                if entry is not None:
-                    self.durable_offsets[k] = entry
-
-    def committed(self, records: Iterable[Record],
+    def committed(self, records: list[Record],
                   producer: tuple[int, int] | None = None) -> None:
-        """`records` reached the log (in a transactional batch of `producer`, if set)."""
-        producer_id = NO_PRODUCER_ID if producer is None else producer[0]
-        for record in records:
-            self._remember(record, producer_id)
+        """`records` (applied already) reached the log (in a transactional batch of
+        `producer`, if set)."""
+        self.durable.committed(records, NO_PRODUCER_ID if producer is None else producer[0])
 
     def has_open_transactions(self) -> bool:
         """Whether some transaction has pending offsets here (compaction waits: a snapshot
         of live values cannot hold them)."""
-        return bool(self.offsets.open_transactions())
+        return bool(self.durable.offsets.open_transactions())
 
     def revert(self, group_id: str, records: list[Record], now_ms: int,
                producer: tuple[int, int] | None = None) -> Revert:
         """Undo what `records` (of `group_id`, applied already) did, after their append
-        failed (module docstring)."""
+        failed: the one undo, for every group type and for offsets. What they touched is
+        rebuilt from what is durable (`durable.py`): the group's offsets are copied back
+        from the durable ones (committed and pending, with their replay positions); the
+        group itself is dropped and replayed from its durable records, and its type
+        re-derives what no record holds (`after_rebuild`). Requests the dropped group had
+        parked are answered with the storage error."""
         result = Result()
-        if producer is not None:  # a TxnOffsetCommit: its pending offsets go back
-            producer_id = producer[0]
-            durable = self.durable_pending.get(producer_id, {})
-            for record in records:
-                k = (record.key.group_id, record.key.topic, record.key.partition)
-                self.offsets.restore_pending(producer_id, k, durable.get(k))
-            return Revert(result, rebuilt=False)
-        durable = [r for r in self.durable.records() if r.key.group_id == group_id]
-        touched = {(r.key.group_id, r.key.topic, r.key.partition) for r in records
-                   if isinstance(r.key, OffsetCommitKey)}
-        for k in touched:
-            # Only the touched partitions: a tombstone among the records also dropped their
-            # pending transactional offsets, which come back as durable as they were.
-            self.offsets.restore_committed(k, self.durable_offsets.get(k))
-            for producer_id, pending in self.durable_pending.items():
-                if k in pending:
-                    self.offsets.restore_pending(producer_id, k, pending[k])
-        group_records = [r for r in records if not isinstance(r.key, OffsetCommitKey)]
-        if not group_records:
+        if any(isinstance(r.key, OffsetCommitKey) for r in records):
+            self.offsets.copy_group(self.durable.offsets, group_id)
+        if all(isinstance(r.key, OffsetCommitKey) for r in records):
             return Revert(result, rebuilt=False)
         error = ErrorCode.coordinator_not_available
         dropped = self.classic.groups.pop(group_id, None)
         if dropped is not None:
-            # Requests the dropped classic group parked are answered with the storage error.
             result.completed += dropped.parked_answers(
                 lambda mid: JoinGroupResponse(error, member_id=mid),
                 lambda mid: SyncGroupResponse(error))
         self.consumer.groups.pop(group_id, None)
         result.timers += self.coordinator.classic_members.forget_group(group_id)
-        for record in durable:
-            if not isinstance(record.key, OffsetCommitKey):
-                self.coordinator.replay(record)
+        for record in self.durable.group_records(group_id):
+            self.coordinator.replay(record)
         if group_id in self.classic.groups:
             result.merge(self.classic.after_rebuild(group_id, now_ms))
         if group_id in self.consumer.groups:

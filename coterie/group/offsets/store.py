@@ -20,7 +20,7 @@ Nothing here reads the clock: callers pass `now_ms`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
@@ -157,46 +157,48 @@ class OffsetStore:
             # and so replaying a log and running live give identical states.
             del self._offsets[group_id]
 
-    def committed_entry(self, key: _Key) -> tuple[OffsetCommitValue, int] | None:
-        """One committed offset with its replay position, or None."""
-        group_id, topic, partition = key
-        value = self._offsets.get(group_id, {}).get((topic, partition))
-        return None if value is None else (value, self._positions[key])
+    def copy_group(self, source: OffsetStore, group_id: str) -> None:
+        """Make `group_id`'s committed and pending offsets here exactly `source`'s, replay
+        positions included (the undo of a failed append: `source` is the durable view's
+        store, fed only what reached the log; every other group is the same in both).
+        Positions stay comparable: `source` has seen a subset of the records this store
+        replayed, in the same order."""
+        for topic, partition in list(self._offsets.get(group_id, {})):
+            self._remove((group_id, topic, partition))
+        touched = self._open.pop(group_id, set()) | source._open.get(group_id, set())
+        for producer in touched:
+            pending = self._pending.get(producer, {})
+            for k in [k for k in pending if k[0] == group_id]:
+                del pending[k]
+            theirs = source._pending.get(producer)
+            if theirs is None:
+                self._pending.pop(producer, None)
+                continue
+            mine = self._pending.setdefault(producer, {})
+            mine.update((k, entry) for k, entry in theirs.items() if k[0] == group_id)
+        if group_id in source._open:
+            self._open[group_id] = set(source._open[group_id])
+        for (topic, partition), value in source._offsets.get(group_id, {}).items():
+            k = (group_id, topic, partition)
+            self._put(k, value, source._positions[k])
+        self._position = max(self._position, source._position)
 
-    def restore_committed(self, key: _Key,
-                          entry: tuple[OffsetCommitValue, int] | None) -> None:
-        """Put back one committed offset as it was, at its old place in the replay order
-        (None: as if never committed): the undo of an append that failed. Replaying the old
-        record instead would move it after pending offsets the log has after it."""
-        if entry is None:
-            self._remove(key)
-        else:
-            self._put(key, *entry)
+    def records(self) -> Iterator[Record]:
+        """Every committed offset as its record (what a compaction keeps)."""
+        for group_id, offsets in self._offsets.items():
+            for (topic, partition), value in offsets.items():
+                yield Record(OffsetCommitKey(group_id, topic, partition), value)
 
-    def pending_entry(self, producer_id: int, key: _Key) -> tuple[OffsetCommitValue, int] | None:
-        """One pending offset with its replay position, or None."""
-        return self._pending.get(producer_id, {}).get(key)
+    def count(self) -> int:
+        """How many committed offsets there are."""
+        return len(self._positions)
 
-    def restore_pending(self, producer_id: int, key: _Key,
-                        entry: tuple[OffsetCommitValue, int] | None) -> None:
-        """Put back one pending offset as it was (None: as if never committed): the undo of
-        an append that failed."""
-        pending = self._pending.setdefault(producer_id, {})
-        if entry is None:
-            pending.pop(key, None)
-        else:
-            pending[key] = entry
-        group_id = key[0]
-        if not pending:
-            del self._pending[producer_id]
-        if any(k[0] == group_id for k in pending):
-            self._open.setdefault(group_id, set()).add(producer_id)
-            return
-        producers = self._open.get(group_id)
-        if producers is not None:
-            producers.discard(producer_id)
-            if not producers:
-                del self._open[group_id]
+    def state(self) -> tuple[dict[str, dict[tuple[str, int], OffsetCommitValue]],
+                             dict[int, dict[_Key, OffsetCommitValue]]]:
+        """Committed offsets by group and pending ones by producer, without positions (for
+        comparing two stores)."""
+        return ({g: dict(o) for g, o in self._offsets.items()},
+                {p: {k: v for k, (v, _) in d.items()} for p, d in self._pending.items() if d})
 
     # ---------------------------------------------------------------------------- commands
 

@@ -377,10 +377,7 @@ def check_replayed_offsets(w: FaultyWorld) -> None:
     assert fresh.offsets.open_transactions() == live.offsets.open_transactions()
     for producer_id in live.offsets.open_transactions():
         assert fresh.offsets.pending(producer_id) == live.offsets.pending(producer_id)
-    assert ({k: v for k, (v, _) in fresh.durable_offsets.items()}
-            == {k: v for k, (v, _) in live.durable_offsets.items()})
-    assert ({p: {k: v for k, (v, _) in d.items()} for p, d in fresh.durable_pending.items()}
-            == {p: {k: v for k, (v, _) in d.items()} for p, d in live.durable_pending.items()})
+    assert fresh.durable.offsets.state() == live.durable.offsets.state()
 
 
 def check_replay_after_faults(w: FaultyWorld) -> None:
