@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coterie.assign.registry import UnknownAssignor, lookup
-from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group import ConsumerGroupConfig
 from coterie.log.errors import InvalidConfigError
 from coterie.log.open_files import MAX_OPEN_FILES_KEY, capacity_from
 

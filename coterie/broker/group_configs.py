@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coterie.broker.config import CONSUMER_GROUP_INT_SETTINGS
-from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group import ConsumerGroupConfig
 from coterie.log.config import DEFAULT_CONFIG, INT, STRING, DescribedConfig
 from coterie.log.config_docs import GROUP_CONFIG_DOCS
 from coterie.log.errors import InvalidConfigError
@@ -83,12 +83,13 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {
 }
 
 class GroupConfigs:
-    """The groups' own settings, durable in the data directory. `apply(group_id,
-    session_ms, heartbeat_ms)` hands the consumer keys to the coordinator."""
+    """The groups' own settings, durable in the data directory. `apply(group_id, configs)`
+    hands a group's settings to the coordinator (by name, typed: INT settings as ints), whose
+    group types take the ones they know."""
 
     def __init__(self, data_dir: Path, props: Mapping[str, str],
                  consumer: ConsumerGroupConfig,
-                 apply: Callable[[str, int | None, int | None], None]) -> None:
+                 apply: Callable[[str, Mapping[str, int | str]], None]) -> None:
         self._path = data_dir / GROUP_CONFIG_FILE
         self._props = props
         self._consumer = consumer
@@ -168,6 +169,5 @@ class GroupConfigs:
 
     def _hand_over(self, group_id: str) -> None:
         own = self._configs.get(group_id, {})
-        session, heartbeat = own.get(SESSION), own.get(HEARTBEAT)
-        self._apply(group_id, None if session is None else int(session),
-                    None if heartbeat is None else int(heartbeat))
+        self._apply(group_id, {name: int(value) if GROUP_CONFIG_DEFS[name].type == INT
+                               else value for name, value in own.items()})

@@ -1,7 +1,8 @@
 """The group-event stream: every group change as one JSON record in `__group_events`.
 
 `coterie.group.events` derives the events (pure); this module is the I/O around it: it
-snapshots a group after each coordinator operation, asks the deriver what changed, encodes
+snapshots a group after each coordinator operation (`Group.event_snapshot`, whatever the
+group's type), asks the deriver what changed, encodes
 each event as one JSON object (key: the group id, so every group's events stay in order on
 one partition) and appends them as one record batch to `__group_events`, a normal
 delete-policy topic with bounded retention that any Kafka client, or the Spark source, reads.
@@ -34,8 +35,7 @@ from coterie.broker.groups import GroupRuntime
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.waiters import FetchWaiters
 from coterie.common.partitioning import partition_for
-from coterie.group.events import Event, EventDeriver, classic_snapshot, consumer_snapshot
-from coterie.group.timers import TimerKind
+from coterie.group import Event, EventDeriver, TimerKind
 from coterie.log.manager import LogManager
 
 log = logging.getLogger("coterie.group_events")
@@ -97,37 +97,27 @@ class GroupEventPublisher:
 
     # -- publishing -------------------------------------------------------------------------
     def _fingerprint(self, group_id: str) -> Any:
-        """Equal whenever the group's snapshot would be: consumer members are immutable
-        values replaced on every change, and a classic group's assignments only change with
-        its state; tuples compare their items by identity first, so this is cheap."""
-        shard = self.runtime.shard_for(group_id)
-        group = shard.consumer.groups.get(group_id)
-        if group is not None:
-            return (group.group_epoch, group.assignment_epoch, tuple(group.members.values()))
-        classic = shard.classic.groups.get(group_id)
-        if classic is None:
-            return None
-        return (classic.state, classic.generation, classic.leader, classic.protocol,
-                tuple(classic.members), tuple(m.assignment for m in classic.members.values()))
+        """Equal whenever the group's snapshot would be (`Group.event_fingerprint`), and
+        cheap; None for no group."""
+        group = self.runtime.group(group_id)
+        return None if group is None else group.event_fingerprint()
 
     def _snapshot(self, group_id: str) -> Any:
-        shard = self.runtime.shard_for(group_id)
-        group = shard.consumer.groups.get(group_id)
-        if group is not None:
-            return consumer_snapshot(group)
-        classic = shard.classic.groups.get(group_id)
-        return None if classic is None else classic_snapshot(classic)
+        group = self.runtime.group(group_id)
+        return None if group is None else group.event_snapshot()
 
     def observe(self, group_id: str, wrote_records: bool = True) -> None:
         """Publish whatever changed in `group_id` since it was last observed. Never raises.
-        A consumer group changes only by records, so an operation on one that wrote none
-        (a settled member's heartbeat, most of them) is skipped at once; classic groups
-        also change state without records."""
+        A group that changes only by records (`Group.changes_without_records` false: a
+        consumer group) is skipped at once after an operation that wrote none (a settled
+        member's heartbeat, most of them); a classic group also changes state without
+        records."""
         if not self.enabled or not self.runtime.loaded:
             return
-        shard = self.runtime.shard_for(group_id)
-        if not wrote_records and group_id in shard.consumer.groups:
-            return
+        if not wrote_records:
+            group = self.runtime.group(group_id)
+            if group is not None and not group.changes_without_records:
+                return
         cause, self.cause = self.cause, None
         try:
             fingerprint = self._fingerprint(group_id)
@@ -138,7 +128,7 @@ class GroupEventPublisher:
                 del self._fingerprints[group_id]
             now = self.now_ms()
             events = self.deriver.observe(group_id, self._snapshot(group_id), now, cause,
-                                          shard.consumer.image.name_of)
+                                          self.runtime.shard_for(group_id).image.name_of)
             if events:
                 self.publish(group_id, events, now)
         except Exception:

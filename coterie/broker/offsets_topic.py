@@ -22,9 +22,7 @@ from kio.records.schema import NewRecordBatch
 from kio.records.schema import Record as WireRecord
 from kio.records.writers import write_new_batch
 
-from coterie.group.records.classic_codec import UnknownRecordType
-from coterie.group.records.record import Record
-from coterie.group.records.topic_codec import decode, encode
+from coterie.group import Record, UnknownRecordType, decode, encode
 from coterie.log.manager import LogManager
 from coterie.log.partition import PartitionLog
 from coterie.wire.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG

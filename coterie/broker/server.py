@@ -48,6 +48,7 @@ from coterie.broker.group_configs import GroupConfigs
 from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
 from coterie.broker.handlers.api_versions import unsupported_version_answer
+from coterie.broker.handlers.consumer_groups import SteadyAnswers
 from coterie.broker.large import OffLoop, encoded_off_loop
 from coterie.broker.log_cleaner import LogCleaner
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
@@ -506,11 +507,11 @@ class Broker:
         self.topics.listeners.append(self._topics_changed)
         self.transactions = TxnRuntime(self.logs, self.groups, self.waiters, self.producer_ids,
                                        self.now_ms, config.props, self.topics.create_topic)
+        self.groups.verify_transaction = lambda v: self.transactions.verify_offsets(
+            v.transactional_id, v.producer_id, v.producer_epoch, v.partition, v.version)
         self.group_configs = GroupConfigs(
             config.data_dir, config.props, config.consumer_group_config(),
-            lambda group_id, session_ms, heartbeat_ms: self.groups.shard_for(
-                group_id).coordinator.consumer.set_group_config(group_id, session_ms,
-                                                                heartbeat_ms))
+            self.groups.set_group_config)
         self.services = Services(
             config=config, cluster_id=self.cluster_id, logs=self.logs, topics=self.topics,
             groups=self.groups, waiters=self.waiters, producer_ids=self.producer_ids,
@@ -518,7 +519,7 @@ class Broker:
             apis=tuple(ApiRange(a.key, a.min_version, a.max_version)
                        for a in sorted(self.apis.values(), key=lambda a: a.key)),
             transactions=self.transactions, group_configs=self.group_configs,
-            dynamic_configs=self.dynamic_configs)
+            dynamic_configs=self.dynamic_configs, steady_answers=SteadyAnswers())
         self._listener: Listener | None = None
         self.poller: Poller | LoopPoller | None = None
         self._stopped: asyncio.Future | None = None

@@ -46,6 +46,9 @@ class Services:
     group_configs: Any = None
     # Broker configs changed at run time (coterie.broker.dynamic_configs).
     dynamic_configs: Any = None
+    # Settled members' encoded heartbeat answers
+    # (coterie.broker.handlers.consumer_groups.SteadyAnswers), once the server sets it.
+    steady_answers: Any = None
 
     def now_ms(self) -> int:
         return self.clock()

@@ -1,12 +1,13 @@
 """What every group type offers the shard: the `Group` protocol.
 
-A coordinator shard holds groups of several types under one id namespace (classic groups,
-KIP-848 consumer groups; streams and share groups next). The rules that do not belong to one
-protocol's heartbeat but to "a group" in general live in the shard (`coterie.group.shard`):
-OffsetCommit / OffsetFetch fencing, OffsetDelete's subscribed-topic check, ListGroups,
-DescribeGroups, DeleteGroups and offset expiry. Each of them asks the group the questions
-below, so a new group type is one new implementation of this protocol, not edits in the five
-places those rules are applied.
+A coordinator shard holds groups of several types under one id namespace, in one registry
+(`GroupShard.groups`: classic groups, KIP-848 consumer groups; streams and share groups
+next). The rules that are not one protocol's but "a group's" live in the shard
+(`coterie.group.shard`): OffsetCommit / OffsetFetch fencing, OffsetDelete's subscribed-topic
+check, ListGroups, DeleteGroups, offset expiry, the undo of a failed append; the broker's
+group events read every group the same way. Each of them asks a group the questions below,
+so a new group type is one new implementation of this protocol (and a `GroupKind` that
+serves it, `coterie.group.kind`), not edits where those rules are applied.
 
 A shard without a group of some id still answers those requests (a standalone consumer's
 commits, say): the shard's own code covers "no group".
@@ -14,10 +15,13 @@ commits, say): the shard's own code covers "no group".
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
+
+from coterie.group.records.record import Record
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +49,13 @@ class Group(Protocol):
 
     @property
     def group_type(self) -> str:
-        """"classic" or "consumer" (ListGroups' and DescribeGroups' type names)."""
+        """"classic", "consumer", ... (ListGroups' and DescribeGroups' type names)."""
+        ...
+
+    @property
+    def changes_without_records(self) -> bool:
+        """Whether the group can change without writing a record (a classic join phase
+        does): observers look at it after every operation, not only after writes."""
         ...
 
     def has_members(self) -> bool:
@@ -75,4 +85,25 @@ class Group(Protocol):
         """Offset expiry (KIP-211): None while the group keeps its offsets whatever their
         age (it has members); otherwise the time from which retention runs, or runs from
         each offset's commit time if that is later (-1: from the commit time alone)."""
+        ...
+
+    def deletion(self) -> tuple[ErrorCode, list[Record]]:
+        """DeleteGroups: NON_EMPTY_GROUP (and no records) for a group that may not go, else
+        NONE and the tombstones that delete it, in an order replay accepts (not applied:
+        the shard replays them)."""
+        ...
+
+    def dropped(self, error: ErrorCode) -> list[tuple[Hashable, Any]]:
+        """The group is thrown away to be rebuilt from its records (a failed append): the
+        answers, carrying `error`, to the requests it parked (token, answer)."""
+        ...
+
+    def snapshot(self) -> Any:
+        """The group as group events compare it (`coterie.group.events`): a value with a
+        `derive` that turns the previous snapshot into events."""
+        ...
+
+    def fingerprint(self) -> Hashable:
+        """Equal whenever `snapshot()` would be, and cheap: most operations change nothing,
+        and then no snapshot is taken."""
         ...

@@ -30,3 +30,8 @@ def first_too_long(fields: Iterable[tuple[str, str | None]]) -> str | None:
         if too_long(value):
             return f"{name} is longer than {MAX_STRING_BYTES} bytes."
     return None
+
+
+def invalid_group_id(group_id: str) -> bool:
+    """A group id no record can hold: empty, or too long (INVALID_GROUP_ID)."""
+    return not group_id or too_long(group_id)

@@ -8,6 +8,10 @@ key is a `TimerKey` (`coterie.group.timers`).
 
 `producer` is set for TxnOffsetCommit: the records are then written as one transactional
 batch of that (producer id, epoch), and stay pending until the transaction's marker.
+
+`verify` is set when the shard needs the transaction coordinator's word before it can go on
+(a TxnOffsetCommit: `VerifyTransaction`); such a result carries nothing else, and the caller
+asks and sends the request again with the answer.
 """
 
 from __future__ import annotations
@@ -26,6 +30,19 @@ class TimerOp:
     deadline_ms: int | None  # None cancels
 
 
+@dataclass(frozen=True, slots=True)
+class VerifyTransaction:
+    """Ask the transaction coordinator whether `transactional_id`'s ongoing transaction of
+    (producer id, epoch) may write to `partition` of __consumer_offsets (TxnOffsetCommit
+    `version`: from v5 the transaction adds the partition itself)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partition: int
+    version: int
+
+
 @dataclass(slots=True)
 class Result:
     response: Any = None
@@ -33,6 +50,7 @@ class Result:
     timers: list[TimerOp] = field(default_factory=list)
     completed: list[tuple[Hashable, Any]] = field(default_factory=list)
     producer: tuple[int, int] | None = None
+    verify: VerifyTransaction | None = None
 
     def merge(self, other: Result) -> None:
         """Fold another result's side effects into this one (keeping our response)."""

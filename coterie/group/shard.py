@@ -6,36 +6,35 @@ partition's records say. The broker (`coterie.broker.groups`) owns one shard per
 routes a group id to the shard of its partition (Java's `String.hashCode`, as Kafka), appends
 each result's records to that partition and only then answers.
 
-The apply path. A result's state change has been applied when the shard returns it: the
-consumer core (and offsets, here) by replaying the result's records through the same `replay`
-that loads a partition after a restart; classic groups change in place and return a
-snapshot record whose replay gives the same group (the replay-equals-live properties in
-tests/unit/group check both). The shard keeps, per live key, the last value that reached the
-log (`durable`, values only: `durable.py`); compaction writes them out as a snapshot.
+The one door. `handle(request, now_ms)` is how every group API reaches the shard, whatever
+the group type: the shard serves the APIs of "any group" itself (offset commit, fetch and
+delete, transactional commits, DeleteGroups) and hands the others to the `GroupKind`
+registered for them (`coterie.group.registry`: the mixed kind serves JoinGroup ...
+ConsumerGroupHeartbeat, DescribeGroups and ConsumerGroupDescribe, the client-side assignor
+extension). Timers (`on_timer`), records (`replay`), a finished load (`timers_after_load`),
+topic changes (`on_topics_changed`) and group configs (`set_group_config`) go through it
+too, routed by the timer's kind and the record's key class.
 
-The revert path. When an append fails, the broker calls `revert(group_id, records, now_ms)`,
-the one undo for every group type and for offsets: the offsets the failed records touched are
-put back as they reached the log, at their places in the replay order, pending transactional
-ones included (`durable_offsets`, `durable_pending`), and, when the failed records changed
-the group's type or membership records, its whole state is rebuilt from `durable` by replay
-(parked requests of a dropped classic group are answered with the storage error).
-A classic group whose failed record was a snapshot of its own generation keeps its members
-and starts a new rebalance instead, as Kafka does (its in-flight rebalance is not in any
-record, so rebuilding it from the log would forget who is waiting).
+The one registry. `groups` holds every group of the shard, of any type, under one id
+namespace; each group type sees its own through `typed_groups.GroupsOf`, and the rules of
+"any group" read them through the `Group` protocol (`coterie.group.group`).
+
+The apply path. A result's state change has been applied when the shard returns it, by
+replaying the result's records through the same `replay` that loads a partition after a
+restart (a classic group's durable membership too: `classic/group.py`); what no record
+holds is each group's volatile table. The durable view (`durable.py`) keeps what reached the
+log.
+
+The one undo. When an append fails, the broker calls `revert(group_id, records, now_ms)`:
+what the records touched is rebuilt from the durable view (the group's offsets are copied
+back, the group is replayed from its durable records and its kind re-derives its volatile
+table, answering what it had parked with the storage error).
 
 Transactional offsets (TxnOffsetCommit) follow the same path with one more dimension: the
 result names its producer, the runtime writes the records as a transactional batch of it,
 and they are replayed as that producer's pending offsets (`OffsetStore`); the transaction's
 marker, written to the partition by the transaction coordinator, is replayed by
-`replay_marker` and commits or drops them. The undo of a failed transactional append puts
-back the pending entries that were durable (`durable_pending`).
-
-Rules that are not one protocol's, applied through the `Group` protocol
-(`coterie.group.group`): OffsetCommit / OffsetFetch fencing, OffsetDelete's subscribed-topic
-check, DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupDescribe of a non-consumer
-group, offset expiry. Group-protocol requests (JoinGroup ... ConsumerGroupHeartbeat, the
-client-side assignor extension, timers, topic changes) go to the mixed-groups router
-(`coterie.group.mixed.coordinator`), which converts groups between types.
+`replay_marker` and commits or drops them.
 """
 
 from __future__ import annotations
@@ -46,20 +45,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic.config import ClassicConfig
-from coterie.group.classic.groups import ClassicGroups
-from coterie.group.classic.messages import (
-    DescribedGroup,
-    JoinGroupResponse,
-    SyncGroupResponse,
-)
-from coterie.group.consumer.config import ConsumerGroupConfig
-from coterie.group.consumer.coordinator import ConsumerCoordinator
-from coterie.group.consumer.messages import DescribedConsumerGroup
+from coterie.group.config import ShardConfig
 from coterie.group.durable import DurableView
 from coterie.group.group import Group, ListedGroup, Refusal
-from coterie.group.mixed.coordinator import GroupCoordinator
+from coterie.group.kind import GroupKind, Handler, ShardContext
+from coterie.group.limits import invalid_group_id
 from coterie.group.offsets.messages import (
+    DeleteGroupRequest,
     FetchedOffset,
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -78,21 +70,12 @@ from coterie.group.offsets.store import (
 )
 from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
 from coterie.group.records.record import Record
-from coterie.group.result import Result, TimerOp
-from coterie.group.topic_image import TopicImage, TopicInfo
+from coterie.group.registry import REGISTERED
+from coterie.group.result import Result, TimerOp, VerifyTransaction
+from coterie.group.timers import TimerKey
+from coterie.group.topic_image import TopicImage, TopicInfo, Topics
 
 __all__ = ["GroupShard", "Revert", "ShardConfig", "commit_refusal"]
-
-
-@dataclass(frozen=True, slots=True)
-class ShardConfig:
-    """The broker settings a shard's rules read (`coterie.broker.groups` maps them)."""
-
-    classic: ClassicConfig
-    consumer: ConsumerGroupConfig
-    client_assignment_timeout_ms: int = 10_000
-    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
-    offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes
 
 
 @dataclass(slots=True)
@@ -126,26 +109,46 @@ class GroupShard:
                  new_consumer_member_id: Callable[[], str]) -> None:
         self.partition = partition
         self.config = config
-        self.coordinator = GroupCoordinator(
-            ClassicGroups(config.classic, new_member_id),
-            ConsumerCoordinator(config.consumer, new_consumer_member_id,
-                                client_assignment_timeout_ms=config
-                                .client_assignment_timeout_ms))
+        self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
+        self.topics = Topics()
         # What reached the log: what a failed append is undone to (`durable.py`).
         self.durable = DurableView()
+        ctx = ShardContext(partition, config, self.groups, self.offsets, self.topics,
+                           new_member_id, new_consumer_member_id)
+        self.kinds: list[GroupKind] = [r.build(ctx) for r in REGISTERED]
+        self._handlers: dict[type, Handler] = {
+            OffsetCommitRequest: self.offset_commit,
+            TxnOffsetCommitRequest: self.txn_offset_commit,
+            OffsetFetchRequest: lambda req, now: Result(self.offset_fetch(req)),
+            OffsetDeleteRequest: lambda req, now: self.offset_delete(req),
+            DeleteGroupRequest: lambda req, now: self.delete_group(req.group_id, now),
+        }
+        self._by_key: dict[type, GroupKind] = {}
+        self._by_timer: dict[type, GroupKind] = {}
+        for kind in self.kinds:
+            self._handlers.update(kind.requests())
+            self._by_key.update(dict.fromkeys(kind.record_keys, kind))
+            self._by_timer.update(dict.fromkeys(kind.timer_kinds, kind))
 
     @property
-    def classic(self) -> ClassicGroups:
-        return self.coordinator.classic
+    def image(self) -> TopicImage:
+        """The broker's topics as this shard knows them."""
+        return self.topics.image
 
-    @property
-    def consumer(self) -> ConsumerCoordinator:
-        return self.coordinator.consumer
+    # == the door ============================================================================
+    def handle(self, request: Any, now_ms: int) -> Any:
+        """Any group API (module docstring): its `Result` (None only for the settled
+        heartbeat the core cannot answer on its short path)."""
+        return self._handlers[type(request)](request, now_ms)
 
-    def group(self, group_id: str) -> Group | None:
-        """The group holding `group_id`, of whichever type."""
-        return self.coordinator.group(group_id)
+    def on_timer(self, key: TimerKey, now_ms: int) -> Result:
+        return self._by_timer[type(key.kind)].on_timer(key, now_ms)
+
+    def set_group_config(self, group_id: str, config: Mapping[str, Any]) -> None:
+        """A group's own settings changed (or were loaded): every kind takes what it knows."""
+        for kind in self.kinds:
+            kind.set_group_config(group_id, config)
 
     # == the record path ======================================================================
     def replay(self, record: Record, producer_id: int = NO_PRODUCER_ID) -> None:
@@ -165,7 +168,7 @@ class GroupShard:
         if isinstance(record.key, OffsetCommitKey):
             self.offsets.replay(record, producer_id)
         else:
-            self.coordinator.replay(record)
+            self._by_key[type(record.key)].replay(record)
 
     def committed(self, records: list[Record],
                   producer: tuple[int, int] | None = None) -> None:
@@ -181,48 +184,61 @@ class GroupShard:
     def revert(self, group_id: str, records: list[Record], now_ms: int,
                producer: tuple[int, int] | None = None) -> Revert:
         """Undo what `records` (of `group_id`, applied already) did, after their append
-        failed: the one undo, for every group type and for offsets. What they touched is
-        rebuilt from what is durable (`durable.py`): the group's offsets are copied back
-        from the durable ones (committed and pending, with their replay positions); the
-        group itself is dropped and replayed from its durable records, and its type
-        re-derives what no record holds (`after_rebuild`). Requests the dropped group had
-        parked are answered with the storage error."""
+        failed: the one undo, for every group type and for offsets (module docstring)."""
         result = Result()
         if any(isinstance(r.key, OffsetCommitKey) for r in records):
             self.offsets.copy_group(self.durable.offsets, group_id)
         if all(isinstance(r.key, OffsetCommitKey) for r in records):
             return Revert(result, rebuilt=False)
-        error = ErrorCode.coordinator_not_available
-        dropped = self.classic.groups.pop(group_id, None)
+        dropped = self.groups.pop(group_id, None)
         if dropped is not None:
-            result.completed += dropped.parked_answers(
-                lambda mid: JoinGroupResponse(error, member_id=mid),
-                lambda mid: SyncGroupResponse(error))
-        self.consumer.groups.pop(group_id, None)
-        result.timers += self.coordinator.classic_members.forget_group(group_id)
-        for record in self.durable.group_records(group_id):
-            self.coordinator.replay(record)
-        if group_id in self.classic.groups:
-            result.merge(self.classic.after_rebuild(group_id, now_ms))
-        if group_id in self.consumer.groups:
-            result.merge(self.consumer.after_rebuild(group_id, now_ms))
+            result.completed += dropped.dropped(ErrorCode.coordinator_not_available)
+        rebuilt = self.durable.group_records(group_id)
+        for record in rebuilt:
+            self._apply(record)
+        if rebuilt:
+            kind = self._by_key[type(rebuilt[0].key)]
+            result.merge(kind.after_rebuild(group_id, records, now_ms))
         return Revert(result, rebuilt=True)
 
     def timers_after_load(self, now_ms: int) -> list[TimerOp]:
-        return self.coordinator.timers_after_load(now_ms)
+        """Loading is done: every kind's deadlines (none is durable)."""
+        return [op for kind in self.kinds for op in kind.timers_after_load(now_ms)]
+
+    # == topics ===============================================================================
+    def next_image_version(self) -> int:
+        return self.topics.next_version()
+
+    def on_topics_changed(self, topics: Mapping[str, tuple[Any, int] | TopicInfo]
+                          | TopicImage, now_ms: int, version: int | None = None) -> Result:
+        """The broker's current topics (name -> (topic id, partition count)), or a picture
+        built once for every shard: the new picture, and what each kind does about it."""
+        previous = self.topics.image
+        if not isinstance(topics, TopicImage):
+            topics = TopicImage.of(topics, self.topics.next_version() if version is None
+                                   else version)
+        self.topics.image = topics
+        result = Result()
+        for kind in self.kinds:
+            result.merge(kind.on_topics(previous, now_ms))
+        return result
 
     # == OffsetCommit / OffsetFetch / OffsetDelete ============================================
     def offset_commit(self, req: OffsetCommitRequest, now_ms: int) -> Result:
         """Fencing for the whole request first (every partition gets the refusal's code);
         then, per partition, UNKNOWN_TOPIC_OR_PARTITION for one the broker does not have and
         OFFSET_METADATA_TOO_LARGE above offset.metadata.max.bytes; the rest are committed.
-        An explicit retention (v2-v4) becomes the offsets' expire timestamp."""
-        refusal = commit_refusal(self.group(req.group_id), req.group_id, req.member_id,
+        An explicit retention (v2-v4) becomes the offsets' expire timestamp. A group id no
+        record can hold (empty, or longer than 32,767 bytes) is INVALID_GROUP_ID before
+        anything else."""
+        if invalid_group_id(req.group_id):
+            return Result(req.refused(ErrorCode.invalid_group_id))
+        refusal = commit_refusal(self.groups.get(req.group_id), req.group_id, req.member_id,
                                  req.epoch, req.instance_id, req.version)
         if refusal is not None:
             return Result(OffsetCommitResponse(tuple(refusal.code for _ in req.partitions)))
         expire = now_ms + req.retention_ms if req.retention_ms >= 0 else -1
-        topics = self.consumer.image.by_name
+        topics = self.topics.image.by_name
         codes: list[ErrorCode] = []
         entries: list[OffsetCommitRequestEntry] = []
         for p in req.partitions:
@@ -245,8 +261,22 @@ class GroupShard:
         differences (`Group.commit_refusal`); a consumer group's stale member epoch is
         ILLEGAL_GENERATION here. Without a group, a negative generation creates a simple
         group's offsets and any other is ILLEGAL_GENERATION. The offsets stay pending until
-        the transaction's marker; the result names the producer, whose batch holds them."""
-        group = self.group(req.group_id)
+        the transaction's marker; the result names the producer, whose batch holds them.
+
+        The order, Kafka's: a group id no record can hold is INVALID_GROUP_ID; then the
+        transaction coordinator must agree that the transaction may write here (it is ongoing
+        with this producer and holds this partition, or, from v5, adds it): the first call
+        asks for that (`Result.verify`), and the runtime calls again with its answer
+        (`req.verified`), a refusal of every partition or None; then the group's fencing."""
+        if invalid_group_id(req.group_id):
+            return Result(req.refused(ErrorCode.invalid_group_id))
+        if req.verify:
+            return Result(verify=VerifyTransaction(
+                req.transactional_id, req.producer_id, req.producer_epoch, self.partition,
+                req.version))
+        if req.verified is not None:
+            return Result(req.refused(req.verified))
+        group = self.groups.get(req.group_id)
         refusal: ErrorCode | None = None
         if group is None:
             if req.generation >= 0:
@@ -259,7 +289,7 @@ class GroupShard:
                            if found.code == ErrorCode.stale_member_epoch else found.code)
         if refusal is not None:
             return Result(TxnOffsetCommitResponse(tuple(refusal for _ in req.partitions)))
-        topics = self.consumer.image.by_name
+        topics = self.topics.image.by_name
         codes: list[ErrorCode] = []
         entries: list[OffsetCommitRequestEntry] = []
         for p in req.partitions:
@@ -286,7 +316,7 @@ class GroupShard:
         With `require_stable`, a partition an open transaction has committed is
         UNSTABLE_OFFSET_COMMIT (the client asks again); without, it shows the last
         committed offset, as in Kafka."""
-        group = self.group(req.group_id)
+        group = self.groups.get(req.group_id)
         if group is not None:
             refusal = group.fetch_refusal(req.member_id, req.member_epoch)
             if refusal is not None:
@@ -310,7 +340,7 @@ class GroupShard:
         """GROUP_ID_NOT_FOUND for an id with neither a group nor offsets; a partition of a
         topic the group's members subscribe to is GROUP_SUBSCRIBED_TO_TOPIC; the others'
         offsets are deleted (tombstones only for those that exist)."""
-        group = self.group(req.group_id)
+        group = self.groups.get(req.group_id)
         if group is None and not self.offsets.has_offsets(req.group_id):
             return Result(OffsetDeleteResponse(ErrorCode.group_id_not_found))
         subscribed = group.subscribed_topics() if group is not None else set()
@@ -326,7 +356,7 @@ class GroupShard:
         group type is `Group.offsets_expire_from`)."""
         since: dict[str, int | None] = {}
         for group_id in self.offsets.groups():
-            group = self.group(group_id)
+            group = self.groups.get(group_id)
             if group is not None:
                 since[group_id] = group.offsets_expire_from()
         records = self.offsets.expire(now_ms, self.config.offsets_retention_ms, since)
@@ -335,42 +365,19 @@ class GroupShard:
         return records
 
     def _applied(self, result: Result) -> Result:
-        """Apply a result's offset records by replay (see the module docstring)."""
+        """Apply a result's records by replay (see the module docstring)."""
         for record in result.records:
             self._apply(record)
         return result
 
-    # == DescribeGroups / ListGroups / DeleteGroups / ConsumerGroupDescribe ===================
-    def describe_group(self, group_id: str, version: int) -> DescribedGroup:
-        """DescribeGroups describes classic groups only (Kafka 4.x): a consumer group is
-        Dead before v6, GROUP_ID_NOT_FOUND "not a classic group" from v6. A group with only
-        committed offsets is an Empty classic group; no group at all is Dead, or from v6
-        GROUP_ID_NOT_FOUND."""
-        if not group_id:
-            return DescribedGroup(ErrorCode.invalid_group_id, group_id, "", "", "")
-        if group_id in self.consumer.groups:
-            if version >= 6:
-                return DescribedGroup(ErrorCode.group_id_not_found, group_id, "Dead", "", "",
-                                      error_message=f"Group {group_id} is not a classic group.")
-            return DescribedGroup(ErrorCode.none, group_id, "Dead", "", "")
-        described = self.classic.describe(group_id)
-        if described.state != "Dead":
-            return described
-        if self.offsets.has_offsets(group_id):
-            return DescribedGroup(described.error, group_id, "Empty", described.protocol_type,
-                                  described.protocol, described.members)
-        if version >= 6:
-            return DescribedGroup(ErrorCode.group_id_not_found, group_id, "Dead", "", "",
-                                  error_message=f"Group {group_id} not found.")
-        return described
-
+    # == ListGroups / DeleteGroups ============================================================
     def list_groups(self, states: Iterable[str] = (),
                     types: Iterable[str] = ()) -> list[ListedGroup]:
         """Every group of the shard (an id with only committed offsets lists as an Empty
         classic group, as in Kafka), filtered by state and type, both case-insensitive."""
         wanted_states = {s.strip().lower() for s in states}
         wanted_types = {t.strip().lower() for t in types}
-        entries = [g for g in (group.listing() for group in self.coordinator.groups())
+        entries = [g for g in (group.listing() for group in self.groups.values())
                    if g is not None]
         listed = {e.group_id for e in entries}
         entries += [ListedGroup(gid, "", "Empty", "classic")
@@ -383,29 +390,18 @@ class GroupShard:
         """DeleteGroups for one group: only an empty one goes (NON_EMPTY_GROUP), with its
         offsets; an id with only offsets loses them; an unknown one is GROUP_ID_NOT_FOUND.
         The response is the group's error code."""
-        code, records = self.coordinator.delete_group(group_id, now_ms)
-        if code == ErrorCode.group_id_not_found and self.offsets.has_offsets(group_id):
-            code = ErrorCode.none
+        group = self.groups.get(group_id)
+        if group is None:
+            code = (ErrorCode.none if self.offsets.has_offsets(group_id)
+                    else ErrorCode.group_id_not_found)
+            records: list[Record] = []
+        else:
+            code, records = group.deletion()
         if code != ErrorCode.none:
             return Result(code)
+        for record in records:
+            self._apply(record)
         tombstones = self.offsets.delete_group(group_id)
         for record in tombstones:
             self._apply(record)
         return Result(code, records + tombstones)
-
-    def describe_consumer_group(self, group_id: str) -> DescribedConsumerGroup:
-        """ConsumerGroupDescribe: a classic group, or an id with only committed offsets
-        (Kafka keeps that as an empty classic group), is "not a consumer group"."""
-        if not group_id:
-            return DescribedConsumerGroup(ErrorCode.invalid_group_id, group_id)
-        if group_id not in self.consumer.groups and (
-                group_id in self.classic.groups or self.offsets.has_offsets(group_id)):
-            return DescribedConsumerGroup(ErrorCode.group_id_not_found, group_id,
-                                          f"Group {group_id} is not a consumer group.")
-        return self.consumer.describe([group_id])[0]
-
-    # == topics ===============================================================================
-    def on_metadata_change(self, topics: Mapping[str, tuple[Any, int] | TopicInfo]
-                           | TopicImage,
-                           now_ms: int, version: int | None = None) -> Result:
-        return self.coordinator.on_metadata_change(topics, now_ms, version)

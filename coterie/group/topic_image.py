@@ -80,3 +80,25 @@ class TopicImage:
             digest.update(info.topic_id.bytes)
             digest.update(info.partitions.to_bytes(4, "big", signed=True))
         return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+class Topics:
+    """The shard's current topic picture, shared by the group types it serves: the shard
+    replaces `image` when the broker reports a change (`GroupShard.on_topics_changed`).
+
+    Versions: each new picture's is above the last one and above every version a loaded
+    record names (`raise_floor`: a regex resolution records the version it was computed
+    against). Versions restart with the process (Kafka's are metadata offsets, which do
+    not), so the first picture after loading must be newer than every loaded resolution."""
+
+    __slots__ = ("_floor", "image")
+
+    def __init__(self, image: TopicImage | None = None) -> None:
+        self.image = image or TopicImage()
+        self._floor = 0
+
+    def raise_floor(self, version: int) -> None:
+        self._floor = max(self._floor, version)
+
+    def next_version(self) -> int:
+        return max(self.image.version, self._floor) + 1

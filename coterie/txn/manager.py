@@ -197,7 +197,10 @@ class TxnManager:
 
     def add_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
                     now_ms: int) -> TxnResult:
-        """AddOffsetsToTxn: the group's __consumer_offsets partition joins."""
+        """AddOffsetsToTxn: the group's __consumer_offsets partition joins. A group id no
+        group can have (empty) is INVALID_GROUP_ID, as in Kafka, before anything else."""
+        if not group_id:
+            return TxnResult(ErrorCode.invalid_group_id)
         return self.add_partitions(tid, producer_id, epoch, [self.offsets_partition(group_id)],
                                    now_ms)
 

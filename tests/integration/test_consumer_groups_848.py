@@ -69,12 +69,12 @@ from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestA
 
 from coterie.broker.config import BrokerConfig
 from coterie.broker.server import Broker
-from coterie.group.classic.messages import JoinGroupRequest as ClassicJoin
-from coterie.group.consumer.messages import ConsumerHeartbeatRequest
+from coterie.group import ConsumerHeartbeatRequest
+from coterie.group import JoinGroupRequest as ClassicJoin
 from tests.fixtures.coterie_broker import CoterieBroker
 from tests.fixtures.reference_broker import REFERENCE_GROUP_SETTINGS
 from tests.integration.clients import broker_log_on_failure, create_topics, make_records, produce
-from tests.integration.failing_log import FullDiskSwitch
+from tests.integration.failing_log import FullDiskSwitch, ask
 from tests.integration.group_clients import (
     ChildProcessMember,
     Delivery,
@@ -835,7 +835,6 @@ def test_records_that_cannot_be_written_change_nothing(tmp_path: Any) -> None:
     async def scenario() -> None:
         broker = Broker(BrokerConfig.load("127.0.0.1", 0, tmp_path / "d", overrides=SETTINGS))
         runtime = broker.groups
-        shard = runtime.shard_for("g")
         runtime.log = disk = FullDiskSwitch(runtime.log)
         try:
             await runtime.load()
@@ -845,40 +844,35 @@ def test_records_that_cannot_be_written_change_nothing(tmp_path: Any) -> None:
                 req = ConsumerHeartbeatRequest(
                     group_id="g", member_id=member_id, member_epoch=0,
                     rebalance_timeout_ms=30_000, subscribed_topic_names=("t",), owned=())
-                return runtime.run("g", shard.coordinator.consumer_heartbeat(
-                    req, broker.now_ms()))
+                return runtime.handle(req)
 
             first, second = _member_id(), _member_id()
             assert beat(first).error == ErrorCode.none
-            before = shard.consumer.groups["g"].snapshot()
+            before = runtime.group("g").snapshot()
             disk.full = True
             refused = beat(second)
             assert refused.error == ErrorCode.coordinator_not_available
-            assert shard.consumer.groups["g"].snapshot() == before
+            assert runtime.group("g").snapshot() == before
             disk.full = False
             joined = beat(second)
             assert joined.error == ErrorCode.none
-            assert set(shard.consumer.groups["g"].members) == {first, second}
+            assert set(runtime.group("g").members) == {first, second}
 
             # Both leave; a JoinGroup is to replace the empty consumer group, but its
             # tombstones cannot be written: the join fails and the consumer group stays.
             for member_id in (first, second):
-                assert runtime.run("g", shard.coordinator.consumer_heartbeat(
-                    ConsumerHeartbeatRequest(group_id="g", member_id=member_id,
-                                             member_epoch=-1), broker.now_ms())).error == (
+                assert runtime.handle(ConsumerHeartbeatRequest(
+                    group_id="g", member_id=member_id, member_epoch=-1)).error == (
                     ErrorCode.none)
-            empty = shard.consumer.groups["g"].snapshot()
+            empty = runtime.group("g").snapshot()
             disk.full = True
-            token, fut = runtime.park()
-            join = ClassicJoin(group_id="g", member_id="", protocol_type="consumer",
-                               protocols=(("range", b"\x00\x01"),), session_timeout_ms=10_000,
-                               rebalance_timeout_ms=10_000, require_known_member_id=False,
-                               token=token)
-            answer = await asyncio.wait_for(runtime.complete(
-                "g", shard.coordinator.join_group(join, broker.now_ms()), token, fut), 10)
+            answer = await ask(runtime, ClassicJoin(
+                group_id="g", member_id="", protocol_type="consumer",
+                protocols=(("range", b"\x00\x01"),), session_timeout_ms=10_000,
+                rebalance_timeout_ms=10_000, require_known_member_id=False))
             assert answer.error == ErrorCode.coordinator_not_available
-            assert shard.coordinator.group_type("g") == "consumer"
-            assert shard.consumer.groups["g"].snapshot() == empty
+            assert runtime.group("g").group_type == "consumer"
+            assert runtime.group("g").snapshot() == empty
             disk.full = False
         finally:
             runtime.close()

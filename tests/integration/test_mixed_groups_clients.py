@@ -26,9 +26,9 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.config import BrokerConfig
 from coterie.broker.server import Broker
-from coterie.group.classic.messages import JoinGroupRequest as ClassicJoin
-from coterie.group.classic.messages import SyncGroupRequest as ClassicSync
-from coterie.group.consumer.messages import ConsumerHeartbeatRequest
+from coterie.group import ConsumerHeartbeatRequest, DescribeGroupRequest
+from coterie.group import JoinGroupRequest as ClassicJoin
+from coterie.group import SyncGroupRequest as ClassicSync
 from coterie.wire.consumer_protocol import (
     Assignment,
     Subscription,
@@ -37,7 +37,7 @@ from coterie.wire.consumer_protocol import (
 )
 from tests.integration import member_helpers
 from tests.integration.clients import broker_log_on_failure, create_topics, make_records, produce
-from tests.integration.failing_log import FullDiskSwitch
+from tests.integration.failing_log import FullDiskSwitch, ask
 from tests.integration.group_clients import (
     GroupMember,
     ThreadedConsumer,
@@ -191,12 +191,14 @@ def test_conversions_that_cannot_be_written_change_nothing(tmp_path: Any) -> Non
     async def scenario() -> None:
         broker = Broker(BrokerConfig.load("127.0.0.1", 0, tmp_path / "d", overrides=SETTINGS))
         runtime = broker.groups
-        shard = runtime.shard_for("g")
         runtime.log = disk = FullDiskSwitch(runtime.log)
-        async def call(result_of: Any) -> Any:
-            token, fut = runtime.park()
-            return await asyncio.wait_for(runtime.complete(
-                "g", result_of(token), token, fut), 10)
+
+        def group_type() -> str | None:
+            group = runtime.group("g")
+            return None if group is None else group.group_type
+
+        def described() -> Any:
+            return runtime.handle(DescribeGroupRequest("g", 5))
 
         def beat(member_id: str, epoch: int) -> Any:
             req = ConsumerHeartbeatRequest(
@@ -204,49 +206,47 @@ def test_conversions_that_cannot_be_written_change_nothing(tmp_path: Any) -> Non
                 rebalance_timeout_ms=30_000, subscribed_topic_names=("t",), owned=(),
             ) if epoch == 0 else ConsumerHeartbeatRequest(
                 group_id="g", member_id=member_id, member_epoch=epoch)
-            return runtime.run("g", shard.coordinator.consumer_heartbeat(
-                req, broker.now_ms()))
+            return runtime.handle(req)
 
         try:
             await runtime.load()
             broker.create_topic("t", 4, {})
             meta = encode_subscription(Subscription(topics=("t",)))
-            joined = await call(lambda token: shard.coordinator.join_group(ClassicJoin(
+            joined = await ask(runtime, ClassicJoin(
                 group_id="g", member_id="", protocol_type="consumer",
                 protocols=(("range", meta),), session_timeout_ms=10_000,
-                rebalance_timeout_ms=10_000, require_known_member_id=False, token=token),
-                broker.now_ms()))
+                rebalance_timeout_ms=10_000, require_known_member_id=False))
             assert joined.error == ErrorCode.none
             classic_id = joined.member_id
             everything = encode_assignment(Assignment(frozenset(("t", p) for p in range(4))))
-            synced = await call(lambda token: shard.coordinator.sync_group(ClassicSync(
+            synced = await ask(runtime, ClassicSync(
                 group_id="g", generation_id=joined.generation_id, member_id=classic_id,
-                assignments=((classic_id, everything),), token=token), broker.now_ms()))
+                assignments=((classic_id, everything),)))
             assert synced.error == ErrorCode.none
-            classic_before = shard.classic.describe("g")
+            classic_before = described()
 
             nextgen = _member_id()
             disk.full = True
             assert beat(nextgen, 0).error == ErrorCode.coordinator_not_available
-            assert shard.coordinator.group_type("g") == "classic"
-            assert "g" not in shard.consumer.groups
-            assert shard.classic.describe("g") == classic_before
+            assert group_type() == "classic"
+            assert group_type() != "consumer"
+            assert described() == classic_before
             disk.full = False
             upgraded = beat(nextgen, 0)
             assert upgraded.error == ErrorCode.none
-            assert shard.coordinator.group_type("g") == "consumer"
-            assert set(shard.consumer.groups["g"].members) == {classic_id, nextgen}
+            assert group_type() == "consumer"
+            assert set(runtime.group("g").members) == {classic_id, nextgen}
 
-            consumer_before = shard.consumer.groups["g"].snapshot()
+            consumer_before = runtime.group("g").snapshot()
             disk.full = True
             assert beat(nextgen, -1).error == ErrorCode.coordinator_not_available
-            assert shard.coordinator.group_type("g") == "consumer"
-            assert "g" not in shard.classic.groups
-            assert shard.consumer.groups["g"].snapshot() == consumer_before
+            assert group_type() == "consumer"
+            assert group_type() != "classic"
+            assert runtime.group("g").snapshot() == consumer_before
             disk.full = False
             assert beat(nextgen, -1).error == ErrorCode.none
-            assert shard.coordinator.group_type("g") == "classic"
-            assert set(shard.classic.groups["g"].members) == {classic_id}
+            assert group_type() == "classic"
+            assert set(runtime.group("g").members) == {classic_id}
         finally:
             runtime.close()
             broker.logs.close()

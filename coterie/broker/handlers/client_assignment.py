@@ -2,10 +2,10 @@
 Apache Kafka): ConsumerGroupPrepareAssignment (api key 32000) and
 ConsumerGroupInstallAssignment (32001), version 0.
 
-Each handler maps the kio entity (`coterie.wire.extensions`) onto the core's version-free
-dataclasses (`coterie.group.consumer.client_assignment`), runs it through the runtime's
-`GroupCoordinator`, lets the runtime persist whatever records it returns (an install writes
-the new target, a refused one the fallback's) before answering, and maps the answer back.
+Each handler maps the kio entity (`coterie.wire.extensions`) onto the coordinator's
+version-free values, hands them to the group runtime's door (`GroupRuntime.handle`), which
+persists whatever records they make (an install writes the new target, a refused one the
+fallback's) before answering, and maps the answer back.
 The rules live in the core; docs/extensions.md describes the APIs for client authors.
 """
 
@@ -13,19 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from coterie.broker.context import ZERO_UUID, RequestContext
-from coterie.group.consumer.client_assignment import (
+from coterie.group import (
     InstallAssignmentRequest,
     InstallAssignmentResponse,
     InstalledMember,
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
+    TopicPartitions,
 )
-from coterie.group.consumer.messages import TopicPartitions
-
-LOADING = ErrorCode.coordinator_load_in_progress
 
 
 def _prepare_answer(ctx: RequestContext, r: PrepareAssignmentResponse) -> Any:
@@ -45,14 +41,8 @@ def _prepare_answer(ctx: RequestContext, r: PrepareAssignmentResponse) -> Any:
 
 
 def prepare_assignment(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.services.groups
-    if not runtime.loaded:
-        return _prepare_answer(ctx, PrepareAssignmentResponse(LOADING))
-    req = PrepareAssignmentRequest(request.group_id, request.member_id,
-                                   int(request.member_epoch))
-    result = runtime.shard_for(request.group_id).coordinator.prepare_assignment(
-        req, ctx.services.now_ms())
-    return _prepare_answer(ctx, runtime.run(request.group_id, result))
+    return _prepare_answer(ctx, ctx.services.groups.handle(PrepareAssignmentRequest(
+        request.group_id, request.member_id, int(request.member_epoch))))
 
 
 def _install_answer(ctx: RequestContext, r: InstallAssignmentResponse) -> Any:
@@ -60,9 +50,6 @@ def _install_answer(ctx: RequestContext, r: InstallAssignmentResponse) -> Any:
 
 
 def install_assignment(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.services.groups
-    if not runtime.loaded:
-        return _install_answer(ctx, InstallAssignmentResponse(LOADING))
     req = InstallAssignmentRequest(
         group_id=request.group_id, member_id=request.member_id,
         member_epoch=int(request.member_epoch), group_epoch=int(request.group_epoch),
@@ -70,6 +57,4 @@ def install_assignment(ctx: RequestContext, request: Any) -> Any:
         members=tuple(InstalledMember(m.member_id, tuple(
             TopicPartitions(t.topic_id or ZERO_UUID, tuple(int(p) for p in t.partitions))
             for t in m.partitions)) for m in request.members))
-    result = runtime.shard_for(request.group_id).coordinator.install_assignment(
-        req, ctx.services.now_ms())
-    return _install_answer(ctx, runtime.run(request.group_id, result))
+    return _install_answer(ctx, ctx.services.groups.handle(req))

@@ -1,12 +1,16 @@
 """KIP-848 consumer group APIs: ConsumerGroupHeartbeat v0-v1 and ConsumerGroupDescribe v0-v1.
 
-Each handler maps the wire version onto the core's version-free dataclasses
-(`coterie.group.consumer.messages`), runs it through the runtime's `GroupCoordinator` (a classic
-group of the same id is converted when the migration policy allows it, never overwritten by
-mistake), lets the runtime persist the records
-before anything is answered, and maps the answer back. Partitions travel by topic id: the
-broker's own stable ids (`TopicInfo.topic_id`), which the consumer core also learns through
+Each handler maps the wire version onto the coordinator's version-free values, hands them to
+the group runtime's door (`GroupRuntime.handle`: a classic group of the same id is converted
+when the migration policy allows it, never overwritten by mistake; the records are persisted
+before anything is answered), and maps the answer back. Partitions travel by topic id: the
+broker's own stable ids (`TopicInfo.topic_id`), which the coordinator also learns through
 `GroupRuntime.topics_changed`.
+
+A settled member's heartbeat sets no field; the handler sees that on the wire request and
+sends the coordinator a `SettledHeartbeat` instead of the full request, and a settled
+member's answer is the same every time: its encoded body is kept (`SteadyAnswers`, one per
+broker in its services).
 """
 
 from __future__ import annotations
@@ -17,17 +21,18 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import ZERO_UUID, RequestContext, millis
-from coterie.group.consumer.messages import (
+from coterie.group import (
+    ConsumerGroupDescribeRequest,
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     DescribedConsumerGroup,
     DescribedConsumerMember,
     DescribedTopicPartitions,
+    SettledHeartbeat,
     TopicPartitions,
 )
 from coterie.wire.codec import encode_body_once
 
-LOADING = ErrorCode.coordinator_load_in_progress
 _UNCHANGED = datetime.timedelta(milliseconds=-1)  # RebalanceTimeoutMs -1: "unchanged"
 
 
@@ -40,22 +45,32 @@ def _owned(entries: Any) -> tuple[TopicPartitions, ...] | None:
                  for e in entries)
 
 
-# A settled member's answer is the same every time (no error, no new assignment): the kio
-# answer is kept per (version, member, epoch, interval), its body encoded once
-# (`encode_body_once`). Cleared whole when full.
-_STEADY_ANSWERS: dict[tuple[int, str | None, int, int], Any] = {}
-_STEADY_ANSWERS_MAX = 16_384  # about 0.2 KB each: the key and the encoded body
+class SteadyAnswers:
+    """A settled member's answer is the same every time (no error, no new assignment): the
+    kio answer is kept per (version, member, epoch, interval), its body encoded once
+    (`encode_body_once`). Bounded: cleared whole when full (about 0.2 KB an entry, the key
+    and the encoded body)."""
+
+    __slots__ = ("_answers", "_max")
+
+    def __init__(self, max_entries: int = 16_384) -> None:
+        self._answers: dict[tuple[int, str | None, int, int], Any] = {}
+        self._max = max_entries
+
+    def answer(self, ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
+        key = (ctx.api_version, r.member_id, r.member_epoch, r.heartbeat_interval_ms)
+        answers = self._answers
+        answer = answers.get(key)
+        if answer is None:
+            if len(answers) >= self._max:
+                answers.clear()
+            answer = answers[key] = encode_body_once(_build_answer(ctx, r))
+        return answer
 
 
 def _heartbeat_answer(ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
     if r.assignment is None and r.error == ErrorCode.none and r.error_message is None:
-        key = (ctx.api_version, r.member_id, r.member_epoch, r.heartbeat_interval_ms)
-        answer = _STEADY_ANSWERS.get(key)
-        if answer is None:
-            if len(_STEADY_ANSWERS) >= _STEADY_ANSWERS_MAX:
-                _STEADY_ANSWERS.clear()
-            answer = _STEADY_ANSWERS[key] = encode_body_once(_build_answer(ctx, r))
-        return answer
+        return ctx.services.steady_answers.answer(ctx, r)
     return _build_answer(ctx, r)
 
 
@@ -74,20 +89,17 @@ def _build_answer(ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
 
 def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
-    if not runtime.loaded:
-        return _heartbeat_answer(ctx, ConsumerHeartbeatResponse(LOADING))
-    now = ctx.services.now_ms()
     if (request.member_epoch > 0 and request.topic_partitions is None
             and request.subscribed_topic_names is None and request.instance_id is None
             and request.rack_id is None and request.server_assignor is None
             and request.rebalance_timeout == _UNCHANGED
             and getattr(request, "subscribed_topic_regex", None) is None):
         # A heartbeat that sets no field: most likely a settled member's (the core decides).
-        settled = runtime.shard_for(request.group_id).coordinator.consumer_settled_heartbeat(
+        settled = runtime.settled_heartbeat(SettledHeartbeat(
             request.group_id, request.member_id, request.member_epoch, ctx.client_id or "",
-            ctx.client_host, now)
+            ctx.client_host))
         if settled is not None:
-            return _heartbeat_answer(ctx, runtime.run_settled(request.group_id, settled))
+            return _heartbeat_answer(ctx, settled)
     names = request.subscribed_topic_names
     req = ConsumerHeartbeatRequest(
         group_id=request.group_id, member_id=request.member_id,
@@ -99,8 +111,7 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         owned=_owned(request.topic_partitions), version=ctx.api_version,
         client_id=ctx.client_id or "", client_host=ctx.client_host,
     )
-    result = runtime.shard_for(request.group_id).coordinator.consumer_heartbeat(req, now)
-    return _heartbeat_answer(ctx, runtime.run(request.group_id, result))
+    return _heartbeat_answer(ctx, runtime.handle(req))
 
 
 # -- ConsumerGroupDescribe ----------------------------------------------------------------------
@@ -133,10 +144,6 @@ def _group(d: DescribedConsumerGroup) -> dict[str, Any]:
 
 def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
-    groups = []
-    for group_id in request.group_ids:
-        if not runtime.loaded:
-            groups.append(_group(DescribedConsumerGroup(LOADING, group_id)))
-        else:
-            groups.append(_group(runtime.shard_for(group_id).describe_consumer_group(group_id)))
-    return ctx.respond({"groups": groups})
+    return ctx.respond({"groups": [
+        _group(runtime.handle(ConsumerGroupDescribeRequest(group_id)))
+        for group_id in request.group_ids]})

@@ -1,10 +1,10 @@
 """Classic group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 DescribeGroups, ListGroups, DeleteGroups.
 
-Each handler translates the wire version into the shard's version-free values, runs the
-shard of the group's `__consumer_offsets` partition (`GroupRuntime.shard_for`), lets the
-runtime persist and schedule, and translates the answer back. Every rule is the shard's
-(`coterie.group.shard`, the mixed-groups router `coterie.group.mixed.coordinator`): which
+Each handler translates the wire version into the coordinator's version-free values, hands
+them to the group runtime's door (`GroupRuntime.handle`: the loading answer, then the shard
+of the group's `__consumer_offsets` partition, which persists before anything is answered)
+and translates the answer back. Every rule is the coordinator's (`coterie.group`): which
 group type serves a request, what DescribeGroups says of a consumer group or an id with only
 offsets, what ListGroups lists, what DeleteGroups may delete. This one broker is the
 coordinator of every group.
@@ -20,7 +20,9 @@ from kio.schema.errors import ErrorCode
 from coterie.broker.context import Parked, RequestContext, millis
 from coterie.broker.large import LARGE, in_slices
 from coterie.common.shared_table import shared_str
-from coterie.group.classic.messages import (
+from coterie.group import (
+    DeleteGroupRequest,
+    DescribeGroupRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -29,8 +31,6 @@ from coterie.group.classic.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-
-LOADING = ErrorCode.coordinator_load_in_progress
 
 
 def find_coordinator(ctx: RequestContext, request: Any) -> Any:
@@ -65,8 +65,6 @@ def _join_answer(ctx: RequestContext, r: JoinGroupResponse) -> Any:
 
 def join_group(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
-    if not runtime.loaded:
-        return _join_answer(ctx, JoinGroupResponse(LOADING, member_id=request.member_id))
     session = millis(request.session_timeout)
     rebalance = millis(request.rebalance_timeout) if ctx.api_version >= 1 else session
     token, fut = runtime.park()
@@ -85,9 +83,7 @@ def join_group(ctx: RequestContext, request: Any) -> Any:
         reason=getattr(request, "reason", None), token=token,
         supports_skip_assignment=ctx.api_version >= 9,
     )
-    result = runtime.shard_for(request.group_id).coordinator.join_group(
-        core, ctx.services.now_ms())
-    return _answer_or_park(ctx, request.group_id, result, token, fut, _join_answer)
+    return _answer_or_park(ctx, core, token, fut, _join_answer)
 
 
 def _sync_answer(ctx: RequestContext, r: SyncGroupResponse) -> Any:
@@ -97,8 +93,6 @@ def _sync_answer(ctx: RequestContext, r: SyncGroupResponse) -> Any:
 
 def sync_group(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
-    if not runtime.loaded:
-        return _sync_answer(ctx, SyncGroupResponse(LOADING))
     token, fut = runtime.park()
     core = SyncGroupRequest(
         group_id=request.group_id, generation_id=request.generation_id,
@@ -108,17 +102,15 @@ def sync_group(ctx: RequestContext, request: Any) -> Any:
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None), token=token,
     )
-    result = runtime.shard_for(request.group_id).coordinator.sync_group(
-        core, ctx.services.now_ms())
-    return _answer_or_park(ctx, request.group_id, result, token, fut, _sync_answer)
+    return _answer_or_park(ctx, core, token, fut, _sync_answer)
 
 
-def _answer_or_park(ctx: RequestContext, group_id: str, result: Any, token: int, fut: Any,
+def _answer_or_park(ctx: RequestContext, core: Any, token: int, fut: Any,
                     answer: Callable[[RequestContext, Any], Any]) -> Any:
-    """Persist and apply `result`; answer now if it holds this request's answer, else
-    once the parked request's future has it (the server waits, coterie.broker.context)."""
+    """Answer now if the coordinator has this request's answer, else once the parked
+    request's future has it (the server waits, coterie.broker.context)."""
     runtime = ctx.services.groups
-    response = runtime.run(group_id, result)
+    response = runtime.handle(core)
     if response is not None:
         runtime.forget(token)
         return answer(ctx, response)
@@ -126,13 +118,9 @@ def _answer_or_park(ctx: RequestContext, group_id: str, result: Any, token: int,
 
 
 def heartbeat(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.services.groups
-    if not runtime.loaded:
-        return ctx.respond({"error_code": LOADING})
-    result = runtime.shard_for(request.group_id).coordinator.heartbeat(HeartbeatRequest(
+    return ctx.respond({"error_code": ctx.services.groups.handle(HeartbeatRequest(
         request.group_id, request.generation_id, request.member_id,
-        getattr(request, "group_instance_id", None)), ctx.services.now_ms())
-    return ctx.respond({"error_code": runtime.run(request.group_id, result)})
+        getattr(request, "group_instance_id", None)))})
 
 
 def leave_group(ctx: RequestContext, request: Any) -> Any:
@@ -142,11 +130,7 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
                                       getattr(m, "reason", None)) for m in request.members)
     else:
         members = (LeavingMember(request.member_id),)
-    if not runtime.loaded:
-        return ctx.respond({"error_code": LOADING})
-    result = runtime.shard_for(request.group_id).coordinator.leave_group(
-        LeaveGroupRequest(request.group_id, members), ctx.services.now_ms())
-    answer = runtime.run(request.group_id, result)
+    answer = runtime.handle(LeaveGroupRequest(request.group_id, members))
     if ctx.api_version < 3:
         return ctx.respond({"error_code": answer.members[0][1] if answer.members else
                             answer.error})
@@ -172,10 +156,7 @@ async def _describe_groups_large(ctx: RequestContext, request: Any) -> Any:
 
 
 def _described(ctx: RequestContext, group_id: str) -> dict:
-    runtime = ctx.services.groups
-    if not runtime.loaded:
-        return {"error_code": LOADING, "group_id": group_id}
-    d = runtime.shard_for(group_id).describe_group(group_id, ctx.api_version)
+    d = ctx.services.groups.handle(DescribeGroupRequest(group_id, ctx.api_version))
     return {
         "error_code": d.error, "error_message": d.error_message, "group_id": group_id,
         "group_state": d.state, "protocol_type": d.protocol_type,
@@ -188,26 +169,20 @@ def _described(ctx: RequestContext, group_id: str) -> dict:
 
 
 def list_groups(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.services.groups
-    if not runtime.loaded:
-        return ctx.respond({"error_code": LOADING, "groups": []})
     states = tuple(getattr(request, "states_filter", ()) or ())
     types = tuple(getattr(request, "types_filter", ()) or ())
+    groups = ctx.services.groups.list_groups(states, types)
+    if groups is None:
+        return ctx.respond({"error_code": ErrorCode.coordinator_load_in_progress,
+                            "groups": []})
     listed = [{"group_id": g.group_id, "protocol_type": g.protocol_type,
-               "group_state": g.state, "group_type": g.group_type}
-              for shard in runtime.shards for g in shard.list_groups(states, types)]
+               "group_state": g.state, "group_type": g.group_type} for g in groups]
     data = {"error_code": ErrorCode.none, "groups": listed}
     return ctx.respond_off_loop(data) if len(listed) >= LARGE else ctx.respond(data)
 
 
 def delete_groups(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
-    results = []
-    for group_id in request.groups_names:
-        if not runtime.loaded:
-            results.append({"group_id": group_id, "error_code": LOADING})
-            continue
-        shard = runtime.shard_for(group_id)
-        code = runtime.run(group_id, shard.delete_group(group_id, ctx.services.now_ms()))
-        results.append({"group_id": group_id, "error_code": code})
-    return ctx.respond({"results": results})
+    return ctx.respond({"results": [
+        {"group_id": group_id, "error_code": runtime.handle(DeleteGroupRequest(group_id))}
+        for group_id in request.groups_names]})

@@ -1,12 +1,12 @@
 """OffsetCommit v2-v9, TxnOffsetCommit v0-v5, OffsetFetch v1-v9 and OffsetDelete, for
 groups of any type.
 
-The handlers translate between the wire versions and the shard's values
-(`coterie.group.offsets.messages`); the shard of the group's partition holds every rule
-(fencing by generation or member epoch, unknown partitions, metadata size, the subscribed-
-topic check of OffsetDelete: `coterie.group.shard`). Records reach __consumer_offsets before
-the answer is sent. A group id no record can hold (empty, or longer than 32,767 bytes) is
-INVALID_GROUP_ID at once.
+The handlers translate between the wire versions and the coordinator's values and hand them
+to the group runtime's door (`GroupRuntime.handle`); the shard of the group's partition holds
+every rule (a group id no record can hold, fencing by generation or member epoch, unknown
+partitions, metadata size, the subscribed-topic check of OffsetDelete, the order of a
+transactional commit's checks: `coterie.group.shard`). Records reach __consumer_offsets
+before the answer is sent.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
 from coterie.broker.large import LARGE, SLICE, in_slices
-from coterie.group.limits import too_long
-from coterie.group.offsets.messages import (
+from coterie.group import (
     CommitPartition,
     FetchedOffset,
     OffsetCommitRequest,
@@ -28,22 +27,9 @@ from coterie.group.offsets.messages import (
     TxnOffsetCommitRequest,
 )
 
-LOADING = ErrorCode.coordinator_load_in_progress
-
-
-def _all_partitions(request: Any, code: ErrorCode) -> list[dict]:
-    return [{"name": t.name, "partitions": [
-        {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]}
-        for t in request.topics]
-
 
 def offset_commit(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.services.groups
     group_id = request.group_id
-    if not runtime.loaded:
-        return ctx.respond({"topics": _all_partitions(request, LOADING)})
-    if not group_id or too_long(group_id):  # a group id no record can hold: never stored
-        return ctx.respond({"topics": _all_partitions(request, ErrorCode.invalid_group_id)})
     retention = getattr(request, "retention_time", None)
     commit = OffsetCommitRequest(
         group_id=group_id, member_id=request.member_id,
@@ -54,8 +40,7 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
             for t in request.topics for p in t.partitions),
         instance_id=getattr(request, "group_instance_id", None), version=ctx.api_version,
         retention_ms=int(retention.total_seconds() * 1000) if retention is not None else -1)
-    shard = runtime.shard_for(group_id)
-    answer = runtime.run(group_id, shard.offset_commit(commit, ctx.services.now_ms()))
+    answer = ctx.services.groups.handle(commit)
     codes = iter(answer.codes)
     return ctx.respond({"topics": [
         {"name": t.name, "partitions": [
@@ -82,8 +67,7 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
            member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, list[dict]]:
     partitions = None if topics is None else tuple(
         (t.name, p) for t in topics for p in t.partition_indexes)
-    runtime = ctx.services.groups
-    answer = runtime.shard_for(group_id).offset_fetch(
+    answer = ctx.services.groups.handle(
         OffsetFetchRequest(group_id, partitions, member_id, member_epoch, require_stable))
     if answer.error != ErrorCode.none:
         return answer.error, []
@@ -108,10 +92,10 @@ async def _fetch_in_slices(ctx: RequestContext, group_id: str, topics: Any,
                            require_stable: bool) -> tuple[ErrorCode, list[dict]]:
     """`_fetch` for a large request: the asked partitions are read a slice at a time, with
     other connections served in between (coterie.broker.large)."""
-    shard = ctx.services.groups.shard_for(group_id)
+    runtime = ctx.services.groups
     if topics is None:  # every offset of the group: one read, entries made in slices
-        answer = shard.offset_fetch(OffsetFetchRequest(group_id, None, member_id,
-                                                       member_epoch, require_stable))
+        answer = runtime.handle(OffsetFetchRequest(group_id, None, member_id, member_epoch,
+                                                   require_stable))
         if answer.error != ErrorCode.none:
             return answer.error, []
         entries = await in_slices(answer.offsets, _entry)
@@ -126,7 +110,7 @@ async def _fetch_in_slices(ctx: RequestContext, group_id: str, topics: Any,
             if since_turn >= SLICE:
                 await asyncio.sleep(0)
                 since_turn = 0
-            answer = shard.offset_fetch(OffsetFetchRequest(
+            answer = runtime.handle(OffsetFetchRequest(
                 group_id, tuple((t.name, p) for p in indexes[i:i + SLICE]), member_id,
                 member_epoch, require_stable))
             if answer.error != ErrorCode.none:
@@ -143,30 +127,30 @@ def _size(request: Any, version: int) -> int:
                for g in groups)
 
 
+def _refused_partitions(topics: Any, error: ErrorCode) -> list[dict]:
+    """OffsetFetch before v8 answers a group-level error (the coordinator still loading)
+    in every asked partition too."""
+    return [{"name": t.name, "partitions": [
+        {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error}
+        for p in t.partition_indexes]} for t in topics or ()]
+
+
 def offset_fetch(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.services.groups
-    if runtime.loaded and _size(request, ctx.api_version) >= LARGE:
+    if _size(request, ctx.api_version) >= LARGE:
         return _offset_fetch_large(ctx, request)
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
-            if not runtime.loaded:
-                groups.append({"group_id": g.group_id, "topics": [], "error_code": LOADING})
-                continue
             error, topics = _fetch(ctx, g.group_id, g.topics, getattr(g, "member_id", None),
                                    getattr(g, "member_epoch", -1),
                                    bool(getattr(request, "require_stable", False)))
             groups.append({"group_id": g.group_id, "error_code": error,
                            "topics": topics if error == ErrorCode.none else []})
         return ctx.respond({"groups": groups})
-    if not runtime.loaded:
-        return ctx.respond({"error_code": LOADING, "topics": [
-            {"name": t.name, "partitions": [
-                {"partition_index": p, "committed_offset": -1, "metadata": "",
-                 "error_code": LOADING} for p in t.partition_indexes]}
-            for t in request.topics or ()]})
     error, topics = _fetch(ctx, request.group_id, request.topics,
                            require_stable=bool(getattr(request, "require_stable", False)))
+    if error != ErrorCode.none:
+        topics = _refused_partitions(request.topics, error)
     return ctx.respond({"error_code": error, "topics": topics})
 
 
@@ -177,6 +161,8 @@ async def _offset_fetch_large(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version < 8:
         error, topics = await _fetch_in_slices(ctx, request.group_id, request.topics, None,
                                                -1, stable)
+        if error != ErrorCode.none:
+            topics = _refused_partitions(request.topics, error)
         return ctx.respond_off_loop({"error_code": error, "topics": topics})
     groups = []
     for i, g in enumerate(request.groups):
@@ -191,14 +177,8 @@ async def _offset_fetch_large(ctx: RequestContext, request: Any) -> Any:
 
 
 def offset_delete(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.services.groups
-    group_id = request.group_id
-    if not runtime.loaded:
-        return ctx.respond({"error_code": LOADING, "topics": []})
-    req = OffsetDeleteRequest(group_id, tuple(
-        (t.name, p.partition_index) for t in request.topics for p in t.partitions))
-    shard = runtime.shard_for(group_id)
-    answer = runtime.run(group_id, shard.offset_delete(req))
+    answer = ctx.services.groups.handle(OffsetDeleteRequest(request.group_id, tuple(
+        (t.name, p.partition_index) for t in request.topics for p in t.partitions)))
     if answer.error != ErrorCode.none:
         return ctx.respond({"error_code": answer.error, "topics": []})
     codes = iter(answer.codes)
@@ -213,28 +193,10 @@ def offset_delete(ctx: RequestContext, request: Any) -> Any:
 def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
     """TxnOffsetCommit v0-v5: offsets committed inside a transaction, pending in the group's
     shard until the transaction coordinator writes the transaction's marker
-    (`GroupShard.txn_offset_commit`). The transaction must be ongoing with this producer
-    and have the group's offsets partition in it (AddOffsetsToTxn), which the transaction
-    coordinator checks first (`services.transactions.verify_offsets`)."""
-    runtime = ctx.services.groups
-    group_id = request.group_id
-
-    def every(code: ErrorCode) -> Any:
-        return ctx.respond({"topics": _all_partitions(request, code)})
-
-    if not runtime.loaded:
-        return every(LOADING)
-    if not group_id or too_long(group_id):
-        return every(ErrorCode.invalid_group_id)
-    transactions = ctx.services.transactions
-    if transactions is not None:
-        refusal = transactions.verify_offsets(
-            request.transactional_id, request.producer_id, request.producer_epoch,
-            runtime.partition_of(group_id), ctx.api_version)
-        if refusal is not None:
-            return every(refusal)
-    commit = TxnOffsetCommitRequest(
-        transactional_id=request.transactional_id, group_id=group_id,
+    (`GroupShard.txn_offset_commit`, which also asks for the transaction to be verified, in
+    Kafka's order, before it goes on)."""
+    answer = ctx.services.groups.handle(TxnOffsetCommitRequest(
+        transactional_id=request.transactional_id, group_id=request.group_id,
         producer_id=request.producer_id, producer_epoch=request.producer_epoch,
         partitions=tuple(
             CommitPartition(t.name, p.partition_index, p.committed_offset,
@@ -242,9 +204,8 @@ def txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
             for t in request.topics for p in t.partitions),
         generation=getattr(request, "generation_id", -1),
         member_id=getattr(request, "member_id", ""),
-        instance_id=getattr(request, "group_instance_id", None), version=ctx.api_version)
-    shard = runtime.shard_for(group_id)
-    answer = runtime.run(group_id, shard.txn_offset_commit(commit, ctx.services.now_ms()))
+        instance_id=getattr(request, "group_instance_id", None), version=ctx.api_version,
+        verify=True))
     codes = iter(answer.codes)
     return ctx.respond({"topics": [
         {"name": t.name, "partitions": [

@@ -79,8 +79,6 @@ def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond({"throttle_time": 0,
                             "error_code": ErrorCode.coordinator_load_in_progress})
     tid = request.transactional_id
-    if not request.group_id:
-        return ctx.respond({"throttle_time": 0, "error_code": ErrorCode.invalid_group_id})
     result = runtime.run(tid, runtime.manager(tid).add_offsets(
         tid, request.producer_id, request.producer_epoch, request.group_id,
         ctx.services.now_ms()))

@@ -14,15 +14,18 @@ applies to a group of any type (offset commit fencing, listing, expiry, events).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.group.classic.events import ClassicMemberView, ClassicSnapshot
 from coterie.group.classic.live import ClassicLive
 from coterie.group.classic.membership import ClassicMember, ClassicState, Membership
+from coterie.group.classic.messages import JoinGroupResponse, SyncGroupResponse
 from coterie.group.group import ListedGroup, Refusal
-from coterie.group.records.classic import GroupMetadataValue
+from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue
+from coterie.group.records.record import Record
 from coterie.wire.consumer_protocol import PROTOCOL_TYPE, subscribed_topics
 
 S = ClassicState
@@ -181,3 +184,28 @@ class ClassicGroup:
     def offsets_expire_from(self) -> int | None:
         """Retention runs from the moment the group became empty (Kafka's rule)."""
         return self.state_timestamp_ms if self.is_(S.EMPTY) else None
+
+    def deletion(self) -> tuple[ErrorCode, list[Record]]:
+        """Only an Empty group may be deleted: its tombstone."""
+        if not self.is_(S.EMPTY):
+            return ErrorCode.non_empty_group, []
+        return ErrorCode.none, [Record(GroupMetadataKey(self.group_id), None)]
+
+    def dropped(self, error: ErrorCode) -> list[tuple[Hashable, Any]]:
+        """The parked JoinGroups and SyncGroups, answered with `error`."""
+        return self.parked_answers(lambda mid: JoinGroupResponse(error, member_id=mid),
+                                   lambda mid: SyncGroupResponse(error))
+
+    def event_snapshot(self) -> ClassicSnapshot:
+        return ClassicSnapshot(
+            state=self.state.value, generation=self.generation,
+            protocol_type=self.protocol_type, protocol_name=self.protocol, leader=self.leader,
+            members={mid: ClassicMemberView(m.client_id, m.group_instance_id, m.assignment)
+                     for mid, m in self.members.items()})
+
+    def event_fingerprint(self) -> Hashable:
+        """A classic group's assignments only change with its state or generation; tuples
+        compare their items by identity first, so this is cheap."""
+        members = self.members
+        return (self.state, self.generation, self.leader, self.protocol, tuple(members),
+                tuple(m.assignment for m in members.values()))

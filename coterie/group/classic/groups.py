@@ -15,12 +15,14 @@ and re-derives (`after_load`, `after_rebuild`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic import join, leave, sync, timers
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.membership import ClassicState
 from coterie.group.classic.messages import (
     DescribedGroup,
@@ -29,7 +31,6 @@ from coterie.group.classic.messages import (
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
-    ListedGroup,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -37,7 +38,8 @@ from coterie.group.classic.rebalance import prepare_rebalance, session_timer
 from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue
 from coterie.group.records.record import Record
 from coterie.group.result import Result, TimerOp
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
+from coterie.group.typed_groups import GroupsOf
 
 S = ClassicState
 
@@ -45,10 +47,15 @@ S = ClassicState
 class ClassicGroups:
     """All classic groups of one shard (module docstring)."""
 
-    def __init__(self, config: ClassicConfig, new_member_id: Callable[[str], str]) -> None:
+    def __init__(self, config: ClassicConfig, new_member_id: Callable[[str], str],
+                 registry: dict[str, Any] | None = None) -> None:
+        """`registry` is the shard's one dict of groups of every type (this class sees its
+        classic groups); a private one by default, for tests that drive classic groups
+        alone."""
         self.config = config
         self._new_member_id = new_member_id
-        self.groups: dict[str, ClassicGroup] = {}
+        self.groups: GroupsOf[ClassicGroup] = GroupsOf(
+            {} if registry is None else registry, ClassicGroup)
 
     # == replay ==============================================================================
     def replay(self, record: Record) -> None:
@@ -71,16 +78,19 @@ class ClassicGroups:
             ops += timers.after_load(group, now_ms)
         return ops
 
-    def after_rebuild(self, group_id: str, now_ms: int) -> Result:
-        """`group_id` was rebuilt from its records after an append failed: its volatile
-        table is re-derived as after a load, and a group with members rebalances (Kafka
-        does, when the write of an assignment fails): its members may have acted on
-        nothing that was lost, but whatever generation they were forming is gone."""
+    def after_rebuild(self, group_id: str, failed: list[Record], now_ms: int) -> Result:
+        """`group_id` was rebuilt from its records after the append of `failed` failed: its
+        volatile table is re-derived as after a load. A group whose own record was among
+        them, and that has members, then rebalances, as Kafka's does when the write of an
+        assignment fails: the generation being formed or synced is gone. A group put back
+        by a failed conversion or deletion is as its records say, nothing more."""
         group = self.groups.get(group_id)
         if group is None:
             return Result()
         result = Result(timers=timers.after_load(group, now_ms))
-        if group.members and group.is_(S.STABLE, S.COMPLETING_REBALANCE):
+        own = any(isinstance(r.key, GroupMetadataKey) and r.value is not None
+                  for r in failed)
+        if own and group.members and group.is_(S.STABLE, S.COMPLETING_REBALANCE):
             result.merge(prepare_rebalance(group, self.config, now_ms,
                                            "a record could not be persisted"))
         return result
@@ -122,38 +132,21 @@ class ClassicGroups:
                               group.protocol_type or "",
                               (group.protocol or "") if stable else "", members)
 
-    def list_groups(self) -> list[ListedGroup]:
-        return [ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-                for g in self.groups.values() if not g.is_(S.DEAD)]
-
-    def delete_group(self, group_id: str, now_ms: int) -> tuple[ErrorCode, list[Record]]:
-        """DeleteGroups for one group: only an Empty group may go (NON_EMPTY_GROUP
-        otherwise). Its tombstone is replayed."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.group_id_not_found, []
-        if not group.is_(S.EMPTY):
-            return ErrorCode.non_empty_group, []
-        records = [Record(GroupMetadataKey(group_id), None)]
-        for record in records:
-            self.replay(record)
-        return ErrorCode.none, records
-
     # == conversions (mixed groups) ===========================================================
     def hand_over(self, group: ClassicGroup) -> Result:
         """`group` has just become a consumer group (its tombstone is replayed): whoever it
         parked is told REBALANCE_IN_PROGRESS (they rejoin, now into the consumer group), and
         its timers and volatile table go."""
         gid = group.group_id
-        result = Result(timers=[TimerOp(TimerKey(TimerKind.JOIN, gid), None),
-                                TimerOp(TimerKey(TimerKind.SYNC, gid), None)])
+        result = Result(timers=[TimerOp(TimerKey(ClassicTimer.JOIN, gid), None),
+                                TimerOp(TimerKey(ClassicTimer.SYNC, gid), None)])
         for member_id in group.members:
-            result.timers.append(TimerOp(TimerKey(TimerKind.SESSION, gid, member_id), None))
+            result.timers.append(TimerOp(TimerKey(ClassicTimer.SESSION, gid, member_id), None))
         result.completed += group.parked_answers(
             lambda mid: JoinGroupResponse(ErrorCode.rebalance_in_progress, member_id=mid),
             lambda mid: SyncGroupResponse(ErrorCode.rebalance_in_progress))
         for member_id in group.live.pending_members:
-            result.timers.append(TimerOp(TimerKey(TimerKind.PENDING, gid, member_id), None))
+            result.timers.append(TimerOp(TimerKey(ClassicTimer.PENDING, gid, member_id), None))
         return result
 
     def adopt(self, group_id: str, now_ms: int, rebalance: bool, why: str) -> Result:

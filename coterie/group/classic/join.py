@@ -13,12 +13,13 @@ rejoining a Stable group starts a rebalance (it wants the group to reassign).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.membership import ClassicMember, ClassicState
 from coterie.group.classic.messages import UNKNOWN_MEMBER_ID, JoinGroupRequest, JoinGroupResponse
 from coterie.group.classic.rebalance import (
@@ -33,7 +34,7 @@ from coterie.group.classic.rebalance import (
 from coterie.group.classic.static import rejoin_static
 from coterie.group.limits import MAX_STRING_BYTES, first_too_long, too_long
 from coterie.group.result import Result, TimerOp
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
 S = ClassicState
 
@@ -70,7 +71,7 @@ def validate_join(config: ClassicConfig, req: JoinGroupRequest) -> JoinGroupResp
     return None
 
 
-def join_group(groups: dict[str, ClassicGroup], config: ClassicConfig,
+def join_group(groups: MutableMapping[str, ClassicGroup], config: ClassicConfig,
                new_member_id: Callable[[str], str], req: JoinGroupRequest,
                now_ms: int) -> Result:
     refusal = validate_join(config, req)
@@ -112,7 +113,7 @@ def _join_unknown(group: ClassicGroup, config: ClassicConfig,
         # retries a timed-out join does not leave a trail of half-joined members.
         group.live.pending_members.add(new_id)
         return Result(JoinGroupResponse(ErrorCode.member_id_required, member_id=new_id),
-                      timers=[TimerOp(TimerKey(TimerKind.PENDING, group.group_id, new_id),
+                      timers=[TimerOp(TimerKey(ClassicTimer.PENDING, group.group_id, new_id),
                                       now_ms + req.session_timeout_ms)])
     return _add_member(group, config, req, new_id, now_ms)
 
@@ -125,7 +126,7 @@ def _join_known(group: ClassicGroup, config: ClassicConfig, req: JoinGroupReques
         live.pending_members.discard(member_id)
         result = _add_member(group, config, req, member_id, now_ms)
         result.timers.append(
-            TimerOp(TimerKey(TimerKind.PENDING, group.group_id, member_id), None))
+            TimerOp(TimerKey(ClassicTimer.PENDING, group.group_id, member_id), None))
         return result
     fenced = group.fenced(member_id, req.group_instance_id)
     if fenced is not None:

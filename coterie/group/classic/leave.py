@@ -10,12 +10,13 @@ UNKNOWN_MEMBER_ID.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.membership import ClassicState
 from coterie.group.classic.messages import (
     UNKNOWN_MEMBER_ID,
@@ -32,12 +33,12 @@ from coterie.group.classic.rebalance import (
     start_join_phase,
 )
 from coterie.group.result import Result, TimerOp
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
 S = ClassicState
 
 
-def leave_group(groups: dict[str, ClassicGroup], config: ClassicConfig,
+def leave_group(groups: MutableMapping[str, ClassicGroup], config: ClassicConfig,
                 req: LeaveGroupRequest, now_ms: int) -> Result:
     group = groups.get(req.group_id)
     if group is None or group.is_(S.DEAD):
@@ -61,7 +62,7 @@ def leave_group(groups: dict[str, ClassicGroup], config: ClassicConfig,
         elif member_id in live.pending_members:
             live.pending_members.discard(member_id)
             result.timers.append(
-                TimerOp(TimerKey(TimerKind.PENDING, group.group_id, member_id), None))
+                TimerOp(TimerKey(ClassicTimer.PENDING, group.group_id, member_id), None))
             outcome.append((lm, ErrorCode.none))
             continue
         if member_id not in group.members:

@@ -33,6 +33,9 @@ class JoinGroupRequest:
     # that rejoins a stable group can be told it leads (with the members) without a rebalance.
     supports_skip_assignment: bool = False
 
+    def refused(self, code: ErrorCode) -> JoinGroupResponse:
+        return JoinGroupResponse(code, member_id=self.member_id)
+
 
 @dataclass(frozen=True, slots=True)
 class JoinMember:
@@ -70,6 +73,9 @@ class SyncGroupRequest:
     error: ErrorCode = ErrorCode.none
     token: Hashable = None
 
+    def refused(self, code: ErrorCode) -> SyncGroupResponse:
+        return SyncGroupResponse(code)
+
 
 @dataclass(frozen=True, slots=True)
 class SyncGroupResponse:
@@ -86,6 +92,9 @@ class HeartbeatRequest:
     member_id: str
     group_instance_id: str | None = None
 
+    def refused(self, code: ErrorCode) -> ErrorCode:
+        return code
+
 
 @dataclass(frozen=True, slots=True)
 class LeavingMember:
@@ -98,6 +107,9 @@ class LeavingMember:
 class LeaveGroupRequest:
     group_id: str
     members: tuple[LeavingMember, ...]
+
+    def refused(self, code: ErrorCode) -> LeaveGroupResponse:
+        return LeaveGroupResponse(code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +140,12 @@ class DescribedGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class ListedGroup:
+class DescribeGroupRequest:
+    """One group of a DescribeGroups request; `version` decides how a group that is not
+    classic, or no group, is answered."""
+
     group_id: str
-    protocol_type: str
-    state: str
-    group_type: str = "classic"
+    version: int
+
+    def refused(self, code: ErrorCode) -> DescribedGroup:
+        return DescribedGroup(code, self.group_id, "", "", "")

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.live import JoinPhase
 from coterie.group.classic.membership import ClassicMember, ClassicState, Membership
 from coterie.group.classic.messages import (
@@ -31,19 +32,19 @@ from coterie.group.classic.messages import (
 from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue
 from coterie.group.records.record import Record
 from coterie.group.result import Result, TimerOp
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
 S = ClassicState
 
 
 # == shared ===================================================================================
 def session_timer(group_id: str, member: ClassicMember, now_ms: int) -> TimerOp:
-    return TimerOp(TimerKey(TimerKind.SESSION, group_id, member.member_id),
+    return TimerOp(TimerKey(ClassicTimer.SESSION, group_id, member.member_id),
                    now_ms + member.session_timeout_ms)
 
 
 def no_session_timer(group_id: str, member_id: str) -> TimerOp:
-    return TimerOp(TimerKey(TimerKind.SESSION, group_id, member_id), None)
+    return TimerOp(TimerKey(ClassicTimer.SESSION, group_id, member_id), None)
 
 
 def write(group: ClassicGroup, value: GroupMetadataValue, result: Result,
@@ -108,7 +109,7 @@ def start_join_phase(group: ClassicGroup, now_ms: int, why: str) -> Result:
                              for token in live.syncs.values()]
         live.syncs.clear()
         live.pending_sync.clear()
-        result.timers.append(TimerOp(TimerKey(TimerKind.SYNC, group.group_id), None))
+        result.timers.append(TimerOp(TimerKey(ClassicTimer.SYNC, group.group_id), None))
     draft = group.durable.draft()
     draft.state = was  # (Stable even when the record alone would say CompletingRebalance)
     draft.transition(group.group_id, S.PREPARING_REBALANCE, now_ms, why)
@@ -129,9 +130,9 @@ def arm_join_phase(group: ClassicGroup, config: ClassicConfig, now_ms: int) -> R
         # read by then join this generation instead of forcing a second one.
         delay = min(config.initial_rebalance_delay_ms, draft.max_rebalance_timeout_ms())
         phase.initial_deadline = now_ms + draft.max_rebalance_timeout_ms()
-        return Result(timers=[TimerOp(TimerKey(TimerKind.JOIN, group.group_id),
+        return Result(timers=[TimerOp(TimerKey(ClassicTimer.JOIN, group.group_id),
                                       now_ms + delay)])
-    result = Result(timers=[TimerOp(TimerKey(TimerKind.JOIN, group.group_id),
+    result = Result(timers=[TimerOp(TimerKey(ClassicTimer.JOIN, group.group_id),
                                     now_ms + draft.max_rebalance_timeout_ms())])
     result.merge(maybe_complete_join(group, now_ms))
     return result
@@ -167,7 +168,7 @@ def complete_join(group: ClassicGroup, now_ms: int) -> Result:
     assert phase is not None
     draft = phase.draft
     gid = group.group_id
-    result = Result(timers=[TimerOp(TimerKey(TimerKind.JOIN, gid), None)])
+    result = Result(timers=[TimerOp(TimerKey(ClassicTimer.JOIN, gid), None)])
     for member_id in [mid for mid in draft.members if mid not in live.joins]:
         draft.remove(member_id)
         result.timers.append(no_session_timer(gid, member_id))
@@ -195,6 +196,6 @@ def complete_join(group: ClassicGroup, now_ms: int) -> Result:
     for mid, m in group.members.items():
         result.completed.append((live.joins.pop(mid), join_response(group, mid)))
         result.timers.append(session_timer(gid, m, now_ms))
-    result.timers.append(TimerOp(TimerKey(TimerKind.SYNC, gid),
+    result.timers.append(TimerOp(TimerKey(ClassicTimer.SYNC, gid),
                                  now_ms + group.durable.max_rebalance_timeout_ms()))
     return result

@@ -15,12 +15,14 @@ timer unless the member has a request parked (it is alive while parked).
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.membership import ClassicMember, ClassicState, check_transition
 from coterie.group.classic.messages import HeartbeatRequest, SyncGroupRequest, SyncGroupResponse
 from coterie.group.classic.rebalance import (
@@ -31,7 +33,7 @@ from coterie.group.classic.rebalance import (
 )
 from coterie.group.records.classic import GroupMetadataValue, MemberMetadata
 from coterie.group.result import Result, TimerOp
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
 S = ClassicState
 
@@ -41,7 +43,7 @@ def sync_response(group: ClassicGroup, member: ClassicMember) -> SyncGroupRespon
                              protocol_type=group.protocol_type, protocol_name=group.protocol)
 
 
-def sync_group(groups: dict[str, ClassicGroup], config: ClassicConfig,
+def sync_group(groups: MutableMapping[str, ClassicGroup], config: ClassicConfig,
                req: SyncGroupRequest, now_ms: int) -> Result:
     group = groups.get(req.group_id)
     if group is None or group.is_(S.DEAD):
@@ -65,7 +67,7 @@ def sync_group(groups: dict[str, ClassicGroup], config: ClassicConfig,
         live.pending_sync.discard(mid)
         timers = [session_timer(gid, member, now_ms)]
         if not live.pending_sync:
-            timers.append(TimerOp(TimerKey(TimerKind.SYNC, gid), None))
+            timers.append(TimerOp(TimerKey(ClassicTimer.SYNC, gid), None))
         return Result(sync_response(group, member), timers=timers)
     # CompletingRebalance: park until the leader's assignment is in.
     result = Result()
@@ -89,7 +91,7 @@ def sync_group(groups: dict[str, ClassicGroup], config: ClassicConfig,
                       for m in before.members)), result)
     live.assigned = True
     if not live.pending_sync:
-        result.timers.append(TimerOp(TimerKey(TimerKind.SYNC, gid), None))
+        result.timers.append(TimerOp(TimerKey(ClassicTimer.SYNC, gid), None))
     for member_id, token in live.syncs.items():
         m = group.members[member_id]
         result.completed.append((token, sync_response(group, m)))
@@ -115,7 +117,8 @@ def fail_sync(group: ClassicGroup, config: ClassicConfig, error: ErrorCode, now_
     return result
 
 
-def heartbeat(groups: dict[str, ClassicGroup], req: HeartbeatRequest, now_ms: int) -> Result:
+def heartbeat(groups: MutableMapping[str, ClassicGroup], req: HeartbeatRequest,
+              now_ms: int) -> Result:
     group = groups.get(req.group_id)
     if group is None or group.is_(S.DEAD):
         return Result(ErrorCode.unknown_member_id)

@@ -18,35 +18,38 @@ CompletingRebalance group a full sync phase, its members all still to sync.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
+from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.leave import remove_members
 from coterie.group.classic.membership import ClassicState
 from coterie.group.classic.rebalance import complete_join, maybe_complete_join, session_timer
 from coterie.group.result import Result, TimerOp
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
 S = ClassicState
 
 
-def on_timer(groups: dict[str, ClassicGroup], config: ClassicConfig, key: TimerKey,
+def on_timer(groups: MutableMapping[str, ClassicGroup], config: ClassicConfig, key: TimerKey,
              now_ms: int) -> Result:
     kind, group_id, member_id = key.kind, key.group_id, key.member_id
     group = groups.get(group_id)
     if group is None:
         return Result()
     live = group.live
-    if kind is TimerKind.SESSION:
+    if kind is ClassicTimer.SESSION:
         if member_id not in group.members or group.awaiting(member_id):
             return Result()
         return remove_members(group, config, [member_id], now_ms,
                               f"session of {member_id} expired")
-    if kind is TimerKind.PENDING:
+    if kind is ClassicTimer.PENDING:
         if member_id in live.pending_members:
             live.pending_members.discard(member_id)
             return maybe_complete_join(group, now_ms)
         return Result()
-    if kind is TimerKind.JOIN:
+    if kind is ClassicTimer.JOIN:
         phase = live.join_phase
         if phase is None:
             return Result()
@@ -61,9 +64,9 @@ def on_timer(groups: dict[str, ClassicGroup], config: ClassicConfig, key: TimerK
             # has no end while members keep coming: its remaining time never shrinks).
             phase.new_member_added = False
             nxt = min(now_ms + config.initial_rebalance_delay_ms, final)
-            return Result(timers=[TimerOp(TimerKey(TimerKind.JOIN, group_id), nxt)])
+            return Result(timers=[TimerOp(TimerKey(ClassicTimer.JOIN, group_id), nxt)])
         return complete_join(group, now_ms)
-    if kind is TimerKind.SYNC:
+    if kind is ClassicTimer.SYNC:
         # Members of this generation that never sent SyncGroup, whether the leader's
         # assignment arrived (Stable) or not (CompletingRebalance), are gone.
         if not group.is_(S.COMPLETING_REBALANCE, S.STABLE):
@@ -79,6 +82,6 @@ def after_load(group: ClassicGroup, now_ms: int) -> list[TimerOp]:
     ops = [session_timer(group.group_id, m, now_ms) for m in group.members.values()]
     if group.is_(S.COMPLETING_REBALANCE):
         group.live.pending_sync = set(group.members)
-        ops.append(TimerOp(TimerKey(TimerKind.SYNC, group.group_id),
+        ops.append(TimerOp(TimerKey(ClassicTimer.SYNC, group.group_id),
                            now_ms + group.durable.max_rebalance_timeout_ms()))
     return ops

@@ -12,8 +12,9 @@ target. A group's first target, a failed or invalid install, a round that times 
 assignor (`fall_back`).
 
 The functions decide: a target or a `Result` whose records the coordinator applies. The only
-state they change is the pending rounds (`ClientRounds`, in memory only), and only where the
-coordinator's handler used to: `install`, `fall_back` and `expired` end a round;
+state they change is the pending rounds (`ClientRounds`: each group's round is in its
+volatile table, `ConsumerGroup.client_round`), and only where the coordinator's handler used
+to: `install`, `fall_back` and `expired` end a round;
 `next_target` does not touch the rounds, it says what becomes of them (`KEEP`, None to end
 the round, or a new one) for the caller to do once nothing can refuse any more.
 """
@@ -27,8 +28,8 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign.spec import Assignor, AssignorError
 from coterie.group.consumer.client_assignment import (
+    DEFAULT_TIMEOUT_MS,
     INSTALL_OK,
-    ClientRounds,
     InstallAssignmentRequest,
     InstallAssignmentResponse,
     InstalledAssignor,
@@ -51,6 +52,43 @@ from coterie.group.result import Result, TimerOp
 from coterie.group.topic_image import TopicImage
 
 KEEP: Any = object()  # "the pending client-side round stays as it is"
+
+
+class ClientRounds:
+    """The pending rounds of one shard's consumer groups, each in its group's volatile table
+    (`ConsumerGroup.client_round`: lost with the group when it is rebuilt), and how long a
+    chosen member has to install."""
+
+    def __init__(self, groups: Mapping[str, ConsumerGroup],
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        if timeout_ms < 1:
+            raise ValueError("group.consumer.client.assignment.timeout.ms must be greater "
+                             "than or equal to 1")
+        self.timeout_ms = timeout_ms
+        self._groups = groups
+
+    def get(self, group_id: str) -> PendingRound | None:
+        group = self._groups.get(group_id)
+        return None if group is None else group.client_round
+
+    def open(self, group_id: str, group_epoch: int, assignor: str, member_id: str,
+             now_ms: int) -> PendingRound:
+        """A round as it would be opened now (not stored until `put`)."""
+        return PendingRound(group_id, group_epoch, assignor, member_id,
+                            now_ms + self.timeout_ms)
+
+    def put(self, pending: PendingRound) -> None:
+        self._groups[pending.group_id].client_round = pending
+
+    def pop(self, group_id: str) -> PendingRound | None:
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        pending, group.client_round = group.client_round, None
+        return pending
+
+    def __len__(self) -> int:
+        return sum(1 for g in self._groups.values() if g.client_round is not None)
 
 
 def fallback_assignor(assignors: Mapping[str, Assignor], configured: tuple[str, ...]) -> Assignor:

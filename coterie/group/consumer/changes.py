@@ -17,7 +17,6 @@ from coterie.group.records.consumer import (
     ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
 )
 from coterie.group.records.record import Record
 
@@ -71,15 +70,3 @@ def regex_record(group_id: str, regex: str,
 def regex_tombstone(group_id: str, regex: str) -> Record:
     """A regex nobody subscribes with any more: its resolution goes."""
     return Record(ConsumerGroupRegularExpressionKey(group_id, regex), None)
-
-
-def deletion_records(group: ConsumerGroup) -> list[Record]:
-    """DeleteGroups of an empty group: the tombstones in an order replay accepts (leftover
-    targets, regex resolutions, the target epoch, the group)."""
-    group_id = group.group_id
-    records = [Record(ConsumerGroupTargetAssignmentMemberKey(group_id, mid), None)
-               for mid in sorted(group.targets)]
-    records += [regex_tombstone(group_id, r) for r in sorted(group.resolved_regexes)]
-    records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(group_id), None))
-    records.append(Record(ConsumerGroupMetadataKey(group_id), None))
-    return records

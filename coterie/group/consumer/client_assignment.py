@@ -50,10 +50,11 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from coterie.assign.spec import AssignmentSpec, GroupAssignment, MemberAssignment
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.member import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerMember
 from coterie.group.consumer.messages import TopicPartitions
 from coterie.group.records.consumer import Partitions
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 from coterie.group.topic_image import TopicImage
 from coterie.wire.extensions import CLIENT_ASSIGNOR_PREFIX
 
@@ -79,6 +80,9 @@ class PrepareAssignmentRequest:
     group_id: str
     member_id: str
     member_epoch: int
+
+    def refused(self, code: ErrorCode) -> PrepareAssignmentResponse:
+        return PrepareAssignmentResponse(code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,9 @@ class InstallAssignmentRequest:
     error: int = INSTALL_OK
     members: tuple[InstalledMember, ...] = ()
 
+    def refused(self, code: ErrorCode) -> InstallAssignmentResponse:
+        return InstallAssignmentResponse(code)
+
 
 @dataclass(frozen=True, slots=True)
 class InstallAssignmentResponse:
@@ -147,38 +154,8 @@ class PendingRound:
 
     @property
     def timer_key(self) -> TimerKey:
-        return TimerKey(TimerKind.CONSUMER_CLIENT_ASSIGNMENT, self.group_id,
+        return TimerKey(ConsumerTimer.CONSUMER_CLIENT_ASSIGNMENT, self.group_id,
                         epoch=self.group_epoch)
-
-
-class ClientRounds:
-    """The pending rounds of one coordinator, by group id (in memory only: see the module
-    docstring), and how long a chosen member has to install."""
-
-    def __init__(self, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
-        if timeout_ms < 1:
-            raise ValueError("group.consumer.client.assignment.timeout.ms must be greater "
-                             "than or equal to 1")
-        self.timeout_ms = timeout_ms
-        self._pending: dict[str, PendingRound] = {}
-
-    def get(self, group_id: str) -> PendingRound | None:
-        return self._pending.get(group_id)
-
-    def open(self, group_id: str, group_epoch: int, assignor: str, member_id: str,
-             now_ms: int) -> PendingRound:
-        """A round as it would be opened now (not stored until `put`)."""
-        return PendingRound(group_id, group_epoch, assignor, member_id,
-                            now_ms + self.timeout_ms)
-
-    def put(self, pending: PendingRound) -> None:
-        self._pending[pending.group_id] = pending
-
-    def pop(self, group_id: str) -> PendingRound | None:
-        return self._pending.pop(group_id, None)
-
-    def __len__(self) -> int:
-        return len(self._pending)
 
 
 def can_compute(member: ConsumerMember, assignor: str) -> bool:

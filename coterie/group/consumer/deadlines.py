@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from coterie.group.consumer.group import ConsumerGroup
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.member import ConsumerMember, MemberState
 from coterie.group.result import TimerOp
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
 
 def session_timer(group_id: str, member_id: str, now_ms: int, default_timeout_ms: int,
@@ -27,23 +28,23 @@ def session_timer(group_id: str, member_id: str, now_ms: int, default_timeout_ms
     timeout = default_timeout_ms
     if member is not None and member.classic is not None:
         timeout = member.classic.session_timeout_ms
-    return TimerOp(TimerKey(TimerKind.CONSUMER_SESSION, group_id, member_id), now_ms + timeout)
+    return TimerOp(TimerKey(ConsumerTimer.CONSUMER_SESSION, group_id, member_id), now_ms + timeout)
 
 
 def cancel_timers(group_id: str, member: ConsumerMember) -> list[TimerOp]:
     """Every deadline the member may have armed, cancelled (it left or was fenced)."""
     mid = member.member_id
-    ops = [TimerOp(TimerKey(TimerKind.CONSUMER_SESSION, group_id, mid), None)]
+    ops = [TimerOp(TimerKey(ConsumerTimer.CONSUMER_SESSION, group_id, mid), None)]
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         ops.append(TimerOp(revocation_key(group_id, member), None))
     if member.uses_classic_protocol:
-        ops += [TimerOp(TimerKey(TimerKind.CONSUMER_JOIN, group_id, mid), None),
-                TimerOp(TimerKey(TimerKind.CONSUMER_SYNC, group_id, mid), None)]
+        ops += [TimerOp(TimerKey(ConsumerTimer.CONSUMER_JOIN, group_id, mid), None),
+                TimerOp(TimerKey(ConsumerTimer.CONSUMER_SYNC, group_id, mid), None)]
     return ops
 
 
 def revocation_key(group_id: str, member: ConsumerMember) -> TimerKey:
-    return TimerKey(TimerKind.CONSUMER_REVOCATION, group_id, member.member_id,
+    return TimerKey(ConsumerTimer.CONSUMER_REVOCATION, group_id, member.member_id,
                     member.member_epoch)
 
 

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.group.consumer.client_assignment import PendingRound
+from coterie.group.consumer.events import ConsumerMemberView, ConsumerSnapshot
 from coterie.group.consumer.member import LEAVE_EPOCH, ConsumerMember
 from coterie.group.consumer.partition_epochs import PartitionEpochs
 from coterie.group.group import ListedGroup, Refusal
@@ -45,12 +47,17 @@ from coterie.group.records.consumer import (
     NO_PARTITIONS,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
 )
+from coterie.group.records.record import Record
 
 
 class ConsumerGroupState(enum.Enum):
@@ -90,10 +97,22 @@ class ConsumerGroup:
         self.targets: dict[str, Partitions] = {}
         self.partition_epochs = PartitionEpochs()
         self.resolved_regexes: dict[str, ResolvedRegex] = {}
-        # Live only, not from records (Kafka's scheduled "<group>-regex" task): the regexes a
-        # resolution has been asked for and not yet run, or None. Lost with the object on a
-        # restart or a rebuild, when its timer is gone too; the next heartbeat asks again.
+        # The volatile table: what no record holds. Lost with the object on a restart or a
+        # rebuild after a failed append (when the group's timers go too) and re-derived:
+        # - the regexes a resolution has been asked for and not yet run (Kafka's scheduled
+        #   "<group>-regex" task), or None: the next heartbeat asks again;
         self.regex_refresh: frozenset[str] | None = None
+        # - the pending client-side assignment round (coterie extension), or None: the next
+        #   heartbeat opens a new one while the target is behind the group epoch;
+        self.client_round: PendingRound | None = None
+        # - set on a rebuilt group: its next heartbeat compares its metadata hash with the
+        #   current topics (a topic change whose epoch bump was the write that failed would
+        #   otherwise never be seen again);
+        self.recheck_metadata = False
+        # - the deadlines of its classic-protocol members' join and sync timers, by member
+        #   (mixed/classic_members.py): after a rebuild only session timers are armed.
+        self.classic_join_deadlines: dict[str, int] | None = None
+        self.classic_sync_deadlines: dict[str, int] | None = None
         self._topic_refs: Counter[str] = Counter()
         self._regex_refs: Counter[str] = Counter()
         self._assignor_refs: Counter[str] = Counter()
@@ -101,6 +120,7 @@ class ConsumerGroup:
 
     # == the Group protocol (coterie.group.group): rules the shard applies to any group ======
     group_type = "consumer"
+    changes_without_records = False  # only records change it: observers skip other calls
 
     def has_members(self) -> bool:
         return bool(self.members)
@@ -142,6 +162,38 @@ class ConsumerGroup:
         """A group with members keeps its offsets; an empty one's expire by commit time
         (Kafka's consumer groups do not track when they became empty)."""
         return None if self.members else -1
+
+    def deletion(self) -> tuple[ErrorCode, list[Record]]:
+        """Only a group without members may be deleted: its tombstones, in an order replay
+        accepts (leftover targets, regex resolutions, the target epoch, the group)."""
+        if self.members:
+            return ErrorCode.non_empty_group, []
+        gid = self.group_id
+        records = [Record(ConsumerGroupTargetAssignmentMemberKey(gid, mid), None)
+                   for mid in sorted(self.targets)]
+        records += [Record(ConsumerGroupRegularExpressionKey(gid, r), None)
+                    for r in sorted(self.resolved_regexes)]
+        records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(gid), None))
+        records.append(Record(ConsumerGroupMetadataKey(gid), None))
+        return ErrorCode.none, records
+
+    def dropped(self, error: ErrorCode) -> list[tuple[Hashable, Any]]:
+        """A consumer group parks no request."""
+        return []
+
+    def event_snapshot(self) -> ConsumerSnapshot:
+        return ConsumerSnapshot(
+            state=self.state().value, group_epoch=self.group_epoch,
+            assignment_epoch=self.assignment_epoch,
+            members={mid: ConsumerMemberView(
+                m.client_id, m.instance_id, m.member_epoch, m.state.name.lower(),
+                m.holds(), len(self.target_of(mid)))
+                for mid, m in self.members.items()})
+
+    def event_fingerprint(self) -> Hashable:
+        """Members are immutable values replaced on every change; tuples compare their
+        items by identity first, so this is cheap."""
+        return (self.group_epoch, self.assignment_epoch, tuple(self.members.values()))
 
     # == derived views =======================================================================
     def state(self) -> ConsumerGroupState:

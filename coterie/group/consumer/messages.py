@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -40,6 +41,9 @@ class ConsumerHeartbeatRequest:
     version: int = 1
     client_id: str = ""
     client_host: str = ""
+
+    def refused(self, code: ErrorCode) -> ConsumerHeartbeatResponse:
+        return ConsumerHeartbeatResponse(code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +100,27 @@ class DescribedConsumerGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class ListedConsumerGroup:
+class ConsumerGroupDescribeRequest:
+    """One group of a ConsumerGroupDescribe request."""
+
     group_id: str
-    group_state: str
-    protocol_type: str = "consumer"
-    group_type: str = "consumer"
+
+    def refused(self, code: ErrorCode) -> DescribedConsumerGroup:
+        return DescribedConsumerGroup(code, self.group_id)
+
+
+class SettledHeartbeat(NamedTuple):
+    """A ConsumerGroupHeartbeat that sets no field (member epoch > 0, every other field
+    null or -1), which is what a settled member sends: the broker sees that on the wire
+    request and sends this instead of the full request, which the core answers without the
+    general path's steps when it can (`ConsumerGroups.settled_heartbeat`). A NamedTuple:
+    one is built for most heartbeats a broker answers."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    client_id: str
+    client_host: str
+
+    def refused(self, code: ErrorCode) -> ConsumerHeartbeatResponse:
+        return ConsumerHeartbeatResponse(code)

@@ -8,7 +8,7 @@ classic member the generation id is its member epoch and "rejoin" is how it reco
 
 Theory of operation (Apache Kafka 4.x's behaviour, restated):
 
-- JoinGroup runs a heartbeat's steps 3 to 5 (`ConsumerCoordinator.update_member`): the
+- JoinGroup runs a heartbeat's steps 3 to 5 (`ConsumerGroups.update_member`): the
   member's subscription is decoded from its first protocol's metadata (topic names, rack,
   and the partitions it owns: KIP-429 cooperative members list them, eager members revoke
   everything before they rejoin and list none), the group epoch is bumped if the
@@ -63,9 +63,10 @@ from coterie.group.classic.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.group import ConsumerGroup
+from coterie.group.consumer.groups import ConsumerGroups
 from coterie.group.consumer.heartbeat_request import Refused
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.member import ConsumerMember, MemberState, shared_names
 from coterie.group.mixed.conversion import by_id, by_name
 from coterie.group.records.consumer import ClassicMemberMetadata
@@ -84,17 +85,15 @@ from coterie.wire.consumer_protocol import (
 class ClassicMembers:
     """The classic-protocol requests of members of consumer groups (module docstring)."""
 
-    def __init__(self, core: ConsumerCoordinator) -> None:
+    def __init__(self, core: ConsumerGroups) -> None:
         self.core = core
-        # Live only: deadlines of armed join and sync timers, by (group, member).
-        self._join_deadlines: dict[tuple[str, str], int] = {}
-        self._sync_deadlines: dict[tuple[str, str], int] = {}
 
     # == queries =============================================================================
     def awaiting_sync(self, group_id: str, member_id: str) -> bool:
         """Whether the member has joined but not yet collected its assignment (seed 3's
         "CompletingRebalance" for a classic member)."""
-        return (group_id, member_id) in self._sync_deadlines
+        group = self.core.groups.get(group_id)
+        return group is not None and member_id in (group.classic_sync_deadlines or ())
 
     def supports(self, group: ConsumerGroup, protocol_type: str,
                  protocols: tuple[tuple[str, bytes], ...], member_id: str) -> bool:
@@ -154,14 +153,13 @@ class ClassicMembers:
         reconciled, records, timers = core.update_member(group, member, updated, replaced,
                                                           owned, now_ms)
         gid = group.group_id
-        key = (gid, member_id)
-        self._join_deadlines.pop(key, None)
+        _deadlines(group, ConsumerTimer.CONSUMER_JOIN).pop(member_id, None)
         deadline = now_ms + max(reconciled.rebalance_timeout_ms, 0)
-        self._sync_deadlines[key] = deadline
-        timers += [TimerOp(TimerKey(TimerKind.CONSUMER_JOIN, gid, member_id), None),
-                   TimerOp(TimerKey(TimerKind.CONSUMER_SYNC, gid, member_id), deadline)]
+        _deadlines(group, ConsumerTimer.CONSUMER_SYNC)[member_id] = deadline
+        timers += [TimerOp(TimerKey(ConsumerTimer.CONSUMER_JOIN, gid, member_id), None),
+                   TimerOp(TimerKey(ConsumerTimer.CONSUMER_SYNC, gid, member_id), deadline)]
         if replaced is not None:
-            self._forget(gid, replaced.member_id)
+            _forget(group, replaced.member_id)
         return Result(JoinGroupResponse(
             ErrorCode.none, generation_id=reconciled.member_epoch, protocol_type=PROTOCOL_TYPE,
             protocol_name=req.protocols[0][0], leader="", member_id=member_id,
@@ -212,11 +210,11 @@ class ClassicMembers:
             # still revoking rejoins anyway once it has revoked.)
             return Result(SyncGroupResponse(ErrorCode.rebalance_in_progress),
                           timers=self._arm_join(gid, member, now_ms))
-        self._sync_deadlines.pop((gid, mid), None)
+        _deadlines(group, ConsumerTimer.CONSUMER_SYNC).pop(mid, None)
         return Result(
             SyncGroupResponse(ErrorCode.none, assignment=self.assignment_bytes(member),
                               protocol_type=PROTOCOL_TYPE, protocol_name=protocol_name),
-            timers=[TimerOp(TimerKey(TimerKind.CONSUMER_SYNC, gid, mid), None),
+            timers=[TimerOp(TimerKey(ConsumerTimer.CONSUMER_SYNC, gid, mid), None),
                     self.core.session_timer(gid, mid, now_ms, member)])
 
     def assignment_bytes(self, member: ConsumerMember) -> bytes:
@@ -281,56 +279,59 @@ class ClassicMembers:
         if group is not None and leaving:
             result = self.core.fence_members(group, list(leaving.values()))
             for mid in leaving:
-                self._forget(group.group_id, mid)
+                _forget(group, mid)
         result.response = LeaveGroupResponse(ErrorCode.none, tuple(outcome))
         return result
 
     # == timers ==============================================================================
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         kind, group_id, member_id = key.kind, key.group_id, key.member_id
-        deadlines = (self._join_deadlines if kind is TimerKind.CONSUMER_JOIN
-                     else self._sync_deadlines)
-        if deadlines.pop((group_id, member_id), None) is None:
-            return Result()  # cancelled, or not ours
         group = self.core.groups.get(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if group is None or member is None or not member.uses_classic_protocol:
+        if group is None or member_id is None:
             return Result()
-        self._forget(group_id, member_id)
+        if _deadlines(group, kind).pop(member_id, None) is None:
+            return Result()  # cancelled, or not ours
+        member = group.members.get(member_id)
+        if member is None or not member.uses_classic_protocol:
+            return Result()
+        _forget(group, member_id)
         return self.core.fence(group, member)
 
     def _arm_join(self, group_id: str, member: ConsumerMember, now_ms: int) -> list[TimerOp]:
         """Arm the member's join timer unless one is already running (it is not extended)."""
-        key = (group_id, member.member_id)
-        if key in self._join_deadlines:
+        group = self.core.groups[group_id]
+        joins = _deadlines(group, ConsumerTimer.CONSUMER_JOIN)
+        if member.member_id in joins:
             return []
         deadline = now_ms + max(member.rebalance_timeout_ms, 0)
-        self._join_deadlines[key] = deadline
-        return [TimerOp(TimerKey(TimerKind.CONSUMER_JOIN, group_id, member.member_id), deadline)]
-
-    def _forget(self, group_id: str, member_id: str) -> None:
-        self._join_deadlines.pop((group_id, member_id), None)
-        self._sync_deadlines.pop((group_id, member_id), None)
+        joins[member.member_id] = deadline
+        return [TimerOp(TimerKey(ConsumerTimer.CONSUMER_JOIN, group_id, member.member_id),
+                        deadline)]
 
     def prune(self, group_id: str) -> None:
         """Forget the live timers of members the group no longer has as classic members
         (removed by a timer of the consumer core, or replaced by a consumer-protocol
         incarnation); their timer cancellations went out with their removal."""
         group = self.core.groups.get(group_id)
-        for deadlines in (self._join_deadlines, self._sync_deadlines):
-            for key in [k for k in deadlines if k[0] == group_id]:
-                member = None if group is None else group.members.get(key[1])
+        if group is None:
+            return
+        for kind in (ConsumerTimer.CONSUMER_JOIN, ConsumerTimer.CONSUMER_SYNC):
+            deadlines = _deadlines(group, kind)
+            for member_id in list(deadlines):
+                member = group.members.get(member_id)
                 if member is None or not member.uses_classic_protocol:
-                    del deadlines[key]
+                    del deadlines[member_id]
 
     def forget_group(self, group_id: str) -> list[TimerOp]:
         """The group stops being a consumer group: drop its live timers."""
+        group = self.core.groups.get(group_id)
+        if group is None:
+            return []
         ops = []
-        for deadlines, kind in ((self._join_deadlines, TimerKind.CONSUMER_JOIN),
-                                (self._sync_deadlines, TimerKind.CONSUMER_SYNC)):
-            for gid, mid in [k for k in deadlines if k[0] == group_id]:
-                del deadlines[gid, mid]
-                ops.append(TimerOp(TimerKey(kind, gid, mid), None))
+        for kind in (ConsumerTimer.CONSUMER_JOIN, ConsumerTimer.CONSUMER_SYNC):
+            deadlines = _deadlines(group, kind)
+            ops += [TimerOp(TimerKey(kind, group_id, mid), None) for mid in deadlines]
+            deadlines.clear()
         return ops
 
     # == helpers =============================================================================
@@ -372,3 +373,21 @@ def _subscription(member: ConsumerMember) -> Subscription:
     except ConsumerProtocolError:
         return Subscription(topics=tuple(sorted(member.subscribed_topic_names)), version=0)
 
+
+
+def _deadlines(group: ConsumerGroup, kind: TimerKind) -> dict[str, int]:
+    """The deadlines of the group's armed join (or sync) timers of classic members, by
+    member: in the group's volatile table, so a rebuilt group starts without them."""
+    if kind is ConsumerTimer.CONSUMER_JOIN:
+        if group.classic_join_deadlines is None:
+            group.classic_join_deadlines = {}
+        return group.classic_join_deadlines
+    if group.classic_sync_deadlines is None:
+        group.classic_sync_deadlines = {}
+    return group.classic_sync_deadlines
+
+
+def _forget(group: ConsumerGroup, member_id: str) -> None:
+    for deadlines in (group.classic_join_deadlines, group.classic_sync_deadlines):
+        if deadlines is not None:
+            deadlines.pop(member_id, None)

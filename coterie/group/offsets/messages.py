@@ -40,6 +40,10 @@ class OffsetCommitRequest:
     version: int = 9
     retention_ms: int = -1
 
+    def refused(self, code: ErrorCode) -> OffsetCommitResponse:
+        """The answer when the whole request is refused: every partition carries `code`."""
+        return OffsetCommitResponse(tuple(code for _ in self.partitions))
+
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitResponse:
@@ -69,6 +73,15 @@ class TxnOffsetCommitRequest:
     member_id: str = ""
     instance_id: str | None = None
     version: int = 3
+    # Set by the broker: the transaction coordinator must verify the transaction before
+    # the shard goes on (`GroupShard.txn_offset_commit` asks, then takes `verified`: a
+    # refusal for every partition, or None).
+    verify: bool = False
+    verified: ErrorCode | None = None
+
+    def refused(self, code: ErrorCode) -> TxnOffsetCommitResponse:
+        """The answer when the whole request is refused: every partition carries `code`."""
+        return TxnOffsetCommitResponse(tuple(code for _ in self.partitions))
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +117,9 @@ class OffsetFetchRequest:
     member_epoch: int = -1
     require_stable: bool = False
 
+    def refused(self, code: ErrorCode) -> OffsetFetchResponse:
+        return OffsetFetchResponse(code)
+
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchResponse:
@@ -116,6 +132,9 @@ class OffsetDeleteRequest:
     group_id: str
     partitions: tuple[tuple[str, int], ...]
 
+    def refused(self, code: ErrorCode) -> OffsetDeleteResponse:
+        return OffsetDeleteResponse(code)
+
 
 @dataclass(frozen=True, slots=True)
 class OffsetDeleteResponse:
@@ -123,3 +142,13 @@ class OffsetDeleteResponse:
 
     error: ErrorCode
     codes: tuple[ErrorCode, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupRequest:
+    """One group of a DeleteGroups request; the answer is its error code."""
+
+    group_id: str
+
+    def refused(self, code: ErrorCode) -> ErrorCode:
+        return code

@@ -35,7 +35,7 @@ from kio.static.primitive import i16
 
 from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
-from coterie.group.records.record import Record
+from coterie.group.records.record import Record, RecordFamily
 
 __all__ = [
     "GROUP_METADATA_KEY_VERSION",
@@ -578,3 +578,10 @@ def decode(key: bytes, value: bytes | None) -> Record:
             ),
         )
     raise UnknownRecordType(record_type)
+
+
+# Offset commits (record types 0 and 1) and classic groups (2): one family, one codec, as in
+# Kafka's oldest format. Registered by the group kind serving classic groups; the shard
+# itself replays the offset commits.
+FAMILY: Final = RecordFamily("offset commits and classic groups", frozenset({0, 1, 2}),
+                             (OffsetCommitKey, GroupMetadataKey), encode, decode)

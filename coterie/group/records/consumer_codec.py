@@ -51,6 +51,7 @@ from coterie.group.records.consumer import (
     CONSUMER_GROUP_REGULAR_EXPRESSION,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    CONSUMER_RECORD_KEY_TYPES,
     ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -67,7 +68,7 @@ from coterie.group.records.consumer import (
     Partitions,
 )
 from coterie.group.records.partition_set import compact
-from coterie.group.records.record import Record
+from coterie.group.records.record import Record, RecordFamily
 
 __all__ = ["CONSUMER_RECORD_TYPES", "VALUE_VERSION", "decode", "encode"]
 
@@ -528,3 +529,8 @@ def decode(key: bytes, value: bytes | None) -> Record:
     if value is None:
         return Record(decoded_key, None)  # type: ignore[arg-type]
     return Record(decoded_key, _decode_value(record_type, bytes(value)))  # type: ignore[arg-type]
+
+
+# The consumer-group records' family, registered by the group kind serving consumer groups.
+FAMILY: Final = RecordFamily("consumer groups (KIP-848)", CONSUMER_RECORD_TYPES,
+                             CONSUMER_RECORD_KEY_TYPES, encode, decode)

@@ -5,8 +5,8 @@ to `__consumer_offsets` before the client is answered and replayed through the s
 start-up. Its shape follows Apache Kafka's coordinator records: a key naming what is changed
 and a value holding its new state; a value of None is a tombstone that deletes it. Each
 group type has its keys and values (`records/classic.py`, `records/consumer.py`), committed
-offsets theirs (`records/offsets.py`); the codecs map them to Kafka's bytes
-(`records/topic_codec.py`).
+offsets theirs (`records/offsets.py`); a codec per record family maps them to Kafka's bytes
+(`RecordFamily`; `coterie.group.codec` is the one door for every family).
 
 Every key is a frozen, hashable value that names its group (`group_id`): the shard routes a
 record to its group by it, and compaction keeps the last value per key.
@@ -14,6 +14,7 @@ record to its group by it, and compaction keeps the last value per key.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,3 +32,16 @@ class Record:
 
     key: Any  # a RecordKey of one of the record modules
     value: Any  # its value type, or None for a tombstone
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFamily:
+    """The records one codec module owns: their record types (the int16 a key starts with),
+    their key classes, and the codec. A group kind registers the families of its records
+    (`coterie.group.registry`); `coterie.group.codec` dispatches over them."""
+
+    name: str
+    record_types: frozenset[int]
+    key_types: tuple[type, ...]
+    encode: Callable[[Record], tuple[bytes, bytes | None]]
+    decode: Callable[[bytes, bytes | None], Record]

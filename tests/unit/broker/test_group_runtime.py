@@ -1,7 +1,9 @@
-"""The group runtime over its seams (issue 11): an in-memory `OffsetsLog`, a virtual clock,
-settings. A failed append answers COORDINATOR_NOT_AVAILABLE and leaves the shard as the log
-has it; a second runtime loading the same log has the same state; compaction keeps exactly
-the live keys; groups are routed to the shard of their partition."""
+"""The group runtime over its seams: an in-memory `OffsetsLog`, a virtual clock, settings,
+and the timer seam (the event loop's `LoopTimers`, or `MemoryTimers` in virtual time). A
+failed append answers COORDINATOR_NOT_AVAILABLE and leaves the shard as the log has it; a
+second runtime loading the same log has the same state; compaction keeps exactly the live
+keys; groups are routed to the shard of their partition; until loading is done, the door
+answers every API COORDINATOR_LOAD_IN_PROGRESS."""
 
 from __future__ import annotations
 
@@ -12,14 +14,31 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.group_timers import LoopTimers, MemoryTimers
 from coterie.broker.groups import GroupRuntime, group_settings
 from coterie.broker.offsets_topic import MemoryOffsetsLog
 from coterie.common.partitioning import partition_for
-from coterie.group.consumer.config import ConsumerGroupConfig
-from coterie.group.consumer.messages import ConsumerHeartbeatRequest
-from coterie.group.offsets.messages import CommitPartition, OffsetCommitRequest
-from coterie.group.result import TimerOp
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group import (
+    CommitPartition,
+    ConsumerGroupConfig,
+    ConsumerGroupDescribeRequest,
+    ConsumerHeartbeatRequest,
+    DeleteGroupRequest,
+    DescribeGroupRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    PrepareAssignmentRequest,
+    SettledHeartbeat,
+    SyncGroupRequest,
+    TimerKey,
+    TimerOp,
+    TxnOffsetCommitRequest,
+)
+from coterie.group.consumer.kinds import ConsumerTimer
 
 TOPIC_ID = uuid.UUID(int=7)
 
@@ -37,17 +56,14 @@ def runtime(log: MemoryOffsetsLog) -> GroupRuntime:
 
 
 def commit(rt: GroupRuntime, group_id: str, offset: int) -> tuple[ErrorCode, ...]:
-    shard = rt.shard_for(group_id)
-    req = OffsetCommitRequest(group_id, "", -1, (CommitPartition("t", 0, offset),))
-    return rt.run(group_id, shard.offset_commit(req, rt.now_ms())).codes
+    return rt.handle(OffsetCommitRequest(group_id, "", -1,
+                                         (CommitPartition("t", 0, offset),))).codes
 
 
 def join(rt: GroupRuntime, group_id: str, member_id: str) -> ErrorCode:
-    req = ConsumerHeartbeatRequest(group_id=group_id, member_id=member_id, member_epoch=0,
-                                   rebalance_timeout_ms=30_000, subscribed_topic_names=("t",),
-                                   owned=())
-    shard = rt.shard_for(group_id)
-    return rt.run(group_id, shard.coordinator.consumer_heartbeat(req, rt.now_ms())).error
+    return rt.handle(ConsumerHeartbeatRequest(
+        group_id=group_id, member_id=member_id, member_epoch=0, rebalance_timeout_ms=30_000,
+        subscribed_topic_names=("t",), owned=())).error
 
 
 def test_failed_appends_answer_the_storage_error_and_change_nothing():
@@ -63,10 +79,10 @@ def test_failed_appends_answer_the_storage_error_and_change_nothing():
         assert shard.offsets.fetch("g", "t", 0).offset == 5
         log.failing = False
         assert join(rt, "g", "m1" * 11) == ErrorCode.none
-        before = shard.consumer.groups["g"].snapshot()
+        before = rt.group("g").snapshot()
         log.failing = True
         assert join(rt, "g", "m2" * 11) == ErrorCode.coordinator_not_available
-        assert shard.consumer.groups["g"].snapshot() == before
+        assert rt.group("g").snapshot() == before
         log.failing = False
         assert join(rt, "g", "m2" * 11) == ErrorCode.none
         rt.close()
@@ -92,8 +108,7 @@ def test_a_second_runtime_loads_the_same_state_and_compaction_keeps_live_keys():
             await reopened.load()
             for gid, offset in (("g", 4), ("h", 14)):
                 assert reopened.shard_for(gid).offsets.fetch(gid, "t", 0).offset == offset
-            assert (reopened.shard_for("g").consumer.groups["g"].snapshot()
-                    == rt.shard_for("g").consumer.groups["g"].snapshot())
+            assert reopened.group("g").snapshot() == rt.group("g").snapshot()
             reopened.close()
         partition = partition_for("g", 4)
         assert len(log.batches[partition]) == 1  # one snapshot batch
@@ -102,16 +117,93 @@ def test_a_second_runtime_loads_the_same_state_and_compaction_keeps_live_keys():
     asyncio.run(scenario())
 
 
-class _RecordingRuntime(GroupRuntime):
-    """The runtime with its timer handler replaced by a log of what fired when: what is
-    under test is the timer heap (`_apply_timers`, `_fire_due`), not the coordinator."""
+def test_until_loading_is_done_every_api_answers_load_in_progress():
+    """The loading answer is the door's, once for every API (each request value says how
+    its answer carries the code)."""
+    rt = runtime(MemoryOffsetsLog(2))
+    loading = ErrorCode.coordinator_load_in_progress
+    partitions = (CommitPartition("t", 0, 1), CommitPartition("t", 1, 1))
+    assert rt.handle(OffsetCommitRequest("g", "", -1, partitions)).codes == (loading,) * 2
+    assert rt.handle(TxnOffsetCommitRequest("tx", "g", 1, 0, partitions)).codes == (
+        loading,) * 2
+    assert rt.handle(OffsetFetchRequest("g")).error == loading
+    assert rt.handle(OffsetDeleteRequest("g", (("t", 0),))).error == loading
+    assert rt.handle(DeleteGroupRequest("g")) == loading
+    assert rt.handle(JoinGroupRequest("g", "m", "consumer", (("range", b""),), 10_000,
+                                      10_000)).error == loading
+    assert rt.handle(SyncGroupRequest("g", 1, "m")).error == loading
+    assert rt.handle(HeartbeatRequest("g", 1, "m")) == loading
+    assert rt.handle(LeaveGroupRequest("g", ())).error == loading
+    assert rt.handle(DescribeGroupRequest("g", 5)).error == loading
+    assert rt.handle(ConsumerHeartbeatRequest(group_id="g", member_id="m",
+                                              member_epoch=1)).error == loading
+    assert rt.settled_heartbeat(SettledHeartbeat("g", "m", 1, "c", "h")).error == loading
+    assert rt.handle(ConsumerGroupDescribeRequest("g")).error == loading
+    assert rt.handle(PrepareAssignmentRequest("g", "m", 1)).error == loading
+    assert rt.list_groups() is None
 
-    def __init__(self, log: MemoryOffsetsLog, clock: Any) -> None:
-        super().__init__(log, clock, group_settings({}, ConsumerGroupConfig()))
-        self.fired: list[tuple[TimerKey, int]] = []
 
-    def _fire(self, key: TimerKey, now: int) -> None:
-        self.fired.append((key, now))
+def test_a_transactional_commit_is_verified_after_its_group_id_and_before_its_group():
+    """The order is the shard's (Kafka's): an impossible group id first, then the
+    transaction coordinator's verdict (asked through the runtime's seam), then fencing."""
+    async def scenario() -> None:
+        rt = runtime(MemoryOffsetsLog(2))
+        asked: list[Any] = []
+        verdict: list[ErrorCode | None] = [ErrorCode.invalid_txn_state]
+
+        def verify(v: Any) -> ErrorCode | None:
+            asked.append(v)
+            return verdict[0]
+
+        rt.verify_transaction = verify
+        await rt.load()
+        rt.topics_changed({"t": (TOPIC_ID, 2)})
+        part = (CommitPartition("t", 0, 5),)
+        req = TxnOffsetCommitRequest("tx", "", 7, 0, part, verify=True)
+        assert rt.handle(req).codes == (ErrorCode.invalid_group_id,)
+        assert asked == []  # never asked for a group id no record can hold
+        req = TxnOffsetCommitRequest("tx", "g", 7, 0, part, generation=3, member_id="m",
+                                     verify=True)
+        assert rt.handle(req).codes == (ErrorCode.invalid_txn_state,)
+        assert [(v.transactional_id, v.producer_id, v.partition) for v in asked] == [
+            ("tx", 7, rt.partition_of("g"))]
+        verdict[0] = None
+        # Verified: now the group's fencing (no group, a generation claimed).
+        assert rt.handle(req).codes == (ErrorCode.illegal_generation,)
+        ok = TxnOffsetCommitRequest("tx", "g", 7, 0, part, verify=True)
+        assert rt.handle(ok).codes == (ErrorCode.none,)
+        assert set(rt.shard_for("g").offsets.pending(7)) == {("g", "t", 0)}
+        rt.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_timer_seam_in_virtual_time_expires_a_member():
+    """The runtime over `MemoryTimers`: a consumer member that stops heartbeating is fenced
+    when virtual time passes its session timeout, through the shard's timer path."""
+    async def scenario() -> None:
+        clock = Clock()
+        timers: list[MemoryTimers] = []
+
+        def make(fire: Any) -> MemoryTimers:
+            timers.append(MemoryTimers(fire))
+            return timers[0]
+
+        rt = GroupRuntime(MemoryOffsetsLog(1), clock,
+                          group_settings({}, ConsumerGroupConfig()), timers=make)
+        await rt.load()
+        rt.topics_changed({"t": (TOPIC_ID, 2)})
+        assert join(rt, "g", "m1" * 11) == ErrorCode.none
+        key = TimerKey(ConsumerTimer.CONSUMER_SESSION, "g", "m1" * 11)
+        assert key in rt.timers.armed()
+        clock.now += 44_000
+        assert timers[0].advance(clock.now) == []
+        clock.now += 2_000
+        assert key in timers[0].advance(clock.now)
+        assert not rt.group("g").members
+        rt.close()
+
+    asyncio.run(scenario())
 
 
 def test_timers_fire_in_deadline_order_once_each_and_pushed_back_ones_later():
@@ -119,37 +211,39 @@ def test_timers_fire_in_deadline_order_once_each_and_pushed_back_ones_later():
         def clock() -> int:
             return time.monotonic_ns() // 1_000_000
 
-        rt = _RecordingRuntime(MemoryOffsetsLog(1), clock)
+        fired: list[tuple[TimerKey, int]] = []
+        timers = LoopTimers(clock, lambda key, now: fired.append((key, now)))
         start = clock()
-        keys = [TimerKey(TimerKind.CONSUMER_SESSION, "g", f"m{i}") for i in range(5)]
-        rt._apply_timers([TimerOp(keys[0], start + 60), TimerOp(keys[1], start + 20),
-                          TimerOp(keys[2], start + 40), TimerOp(keys[3], start)])
-        rt._apply_timers([TimerOp(keys[1], start + 80),  # pushed back: fires later
-                          TimerOp(keys[2], None),  # cancelled: never fires
-                          TimerOp(keys[4], start + 30)])
-        rt._apply_timers([TimerOp(keys[4], start + 10)])  # brought forward
-        assert rt.fired == []  # even the one due already waits for a later turn
+        keys = [TimerKey(ConsumerTimer.CONSUMER_SESSION, "g", f"m{i}") for i in range(5)]
+        timers.apply([TimerOp(keys[0], start + 60), TimerOp(keys[1], start + 20),
+                      TimerOp(keys[2], start + 40), TimerOp(keys[3], start)])
+        timers.apply([TimerOp(keys[1], start + 80),  # pushed back: fires later
+                      TimerOp(keys[2], None),  # cancelled: never fires
+                      TimerOp(keys[4], start + 30)])
+        timers.apply([TimerOp(keys[4], start + 10)])  # brought forward
+        assert fired == []  # even the one due already waits for a later turn
         await asyncio.sleep(0.2)
-        assert [key for key, _ in rt.fired] == [keys[3], keys[4], keys[0], keys[1]]
+        assert [key for key, _ in fired] == [keys[3], keys[4], keys[0], keys[1]]
         wanted = {keys[3]: start, keys[4]: start + 10, keys[0]: start + 60,
                   keys[1]: start + 80}
-        assert all(at >= wanted[key] for key, at in rt.fired)
-        assert not rt._timers and not rt._heap
-        rt.close()
+        assert all(at >= wanted[key] for key, at in fired)
+        assert not timers.armed() and not timers.pending_entries()
+        timers.close()
 
     asyncio.run(scenario())
 
 
 def test_the_timer_heap_stays_bounded_when_members_come_and_go():
     async def scenario() -> None:
-        rt = _RecordingRuntime(MemoryOffsetsLog(1), Clock())
-        far = rt.now_ms() + 3_600_000
+        clock = Clock()
+        timers = LoopTimers(clock, lambda key, now: None)
+        far = clock() + 3_600_000
         for i in range(20_000):
-            key = TimerKey(TimerKind.CONSUMER_SESSION, "g", f"m{i}")
-            rt._apply_timers([TimerOp(key, far - i)])  # each earlier than the last
-            rt._apply_timers([TimerOp(key, None)])
-        assert len(rt._timers) == 0
-        assert len(rt._heap) <= 1024 + 1
-        rt.close()
+            key = TimerKey(ConsumerTimer.CONSUMER_SESSION, "g", f"m{i}")
+            timers.apply([TimerOp(key, far - i)])  # each earlier than the last
+            timers.apply([TimerOp(key, None)])
+        assert len(timers.armed()) == 0
+        assert timers.pending_entries() <= 1024 + 1
+        timers.close()
 
     asyncio.run(scenario())

@@ -95,6 +95,17 @@ class Harness(VirtualTime):
         return self.apply(self.coordinator.leave_group(LeaveGroupRequest(
             group_id, tuple(members)), self.now))
 
+    def delete_group(self, group_id: str = "g") -> tuple[ErrorCode, list[Record]]:
+        """DeleteGroups of a classic group as the shard does it (`Group.deletion`, then the
+        tombstone replayed), without applying the records to the harness."""
+        group = self.coordinator.groups.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found, []
+        code, records = group.deletion()
+        for record in records:
+            self.coordinator.replay(record)
+        return code, records
+
     def answer(self, token: Any) -> Any:
         return self.answers.get(token)
 

@@ -1,4 +1,5 @@
-"""Drives a ConsumerCoordinator with virtual time, as the broker would, minus the sockets.
+"""Drives ConsumerGroups (the consumer core alone) with virtual time, as the broker would,
+minus the sockets.
 
 Records are "persisted" into a list, timers live in a dict and fire in deadline order when
 time advances. Topics get stable ids derived from their names (a re-created topic gets a new
@@ -10,12 +11,14 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from coterie.group.consumer.config import ConsumerGroupConfig
-from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.group import ConsumerGroup
+from coterie.group.consumer.groups import ConsumerGroups
 from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
@@ -23,11 +26,37 @@ from coterie.group.consumer.messages import (
 )
 from coterie.group.records.record import Record
 from coterie.group.result import Result
+from coterie.group.topic_image import TopicImage, TopicInfo
 
 from .virtual_time import VirtualTime
 
 _NS = uuid.UUID("6d3c0b8e-4f3a-4d7e-9a51-3c2f1e0d9b8a")
 UNSET: Any = object()
+
+
+def change_topics(core: ConsumerGroups,
+                  topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo] | TopicImage,
+                  now_ms: int, version: int | None = None) -> Result:
+    """What a shard does when the broker's topics change (`GroupShard.on_topics_changed`),
+    for the consumer core alone: the new picture, and the core's answer to it."""
+    previous = core.topics.image
+    if not isinstance(topics, TopicImage):
+        topics = TopicImage.of(topics, core.topics.next_version() if version is None
+                               else version)
+    core.topics.image = topics
+    return core.on_topics(previous, now_ms)
+
+
+def delete_group(core: ConsumerGroups, group_id: str) -> tuple[Any, list[Record]]:
+    """DeleteGroups of a consumer group as the shard does it (`Group.deletion`, then the
+    tombstones replayed); GROUP_ID_NOT_FOUND without one."""
+    group = core.groups.get(group_id)
+    if group is None:
+        return ErrorCode.group_id_not_found, []
+    code, records = group.deletion()
+    for record in records:
+        core.replay(record)
+    return code, records
 
 
 def mid(name: str) -> str:
@@ -41,7 +70,7 @@ class ConsumerHarness(VirtualTime):
                  records: list[Record] | None = None) -> None:
         self.config = config or ConsumerGroupConfig()
         counter = itertools.count(1)
-        self.coordinator = ConsumerCoordinator(self.config,
+        self.coordinator = ConsumerGroups(self.config,
                                                lambda: mid(f"gen{next(counter)}"))
         super().__init__(now_ms)
         self.topic_ids: dict[str, uuid.UUID] = {}
@@ -56,8 +85,8 @@ class ConsumerHarness(VirtualTime):
     def group(self, group_id: str = "g") -> ConsumerGroup:
         return self.coordinator.groups[group_id]
 
-    def replayed(self) -> ConsumerCoordinator:
-        fresh = ConsumerCoordinator(self.config, lambda: "unused")
+    def replayed(self) -> ConsumerGroups:
+        fresh = ConsumerGroups(self.config, lambda: "unused")
         for record in self.records:
             fresh.replay(record)
         return fresh
@@ -74,8 +103,8 @@ class ConsumerHarness(VirtualTime):
             if name not in self.topic_ids:
                 self.topic_ids[name] = uuid.uuid5(_NS, f"{name}/{next(self._incarnation)}")
         self.partition_counts = dict(topics)
-        result = self.coordinator.on_metadata_change(
-            {n: (self.topic_ids[n], c) for n, c in topics.items()}, self.now)
+        result = change_topics(self.coordinator,
+                               {n: (self.topic_ids[n], c) for n, c in topics.items()}, self.now)
         self.apply(result)
         return result
 

@@ -45,8 +45,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.groups import with_error
+from coterie.broker.group_writer import with_error
+from coterie.group import codec
 from coterie.group.classic.membership import ClassicState
+from coterie.group.config import ShardConfig
 from coterie.group.offsets.messages import (
     CommitPartition,
     OffsetCommitRequest,
@@ -54,14 +56,13 @@ from coterie.group.offsets.messages import (
     TxnOffsetCommitRequest,
 )
 from coterie.group.offsets.store import NO_PRODUCER_ID, OffsetStore
-from coterie.group.records import topic_codec as codec
 from coterie.group.records.offsets import OffsetCommitKey
 from coterie.group.records.record import Record
 from coterie.group.result import Result
-from coterie.group.shard import GroupShard, ShardConfig
+from coterie.group.shard import GroupShard
 
 from .consumer_harness import mid
-from .mixed_harness import MixedHarness
+from .mixed_harness import MixedHarness, mixed
 from .test_mixed_properties import ClassicClient, ConsumerClient, World, check_replay, play
 
 E = ErrorCode
@@ -141,9 +142,9 @@ class FaultyHarness(MixedHarness):
         """A fresh shard that loaded the partition as the broker's loader does: each record
         (through the bytes) with its batch's producer id, and the markers."""
         fresh = self._build()
-        fresh.consumer.on_metadata_change(
+        fresh.on_topics_changed(
             {n: (self.topic_ids[n], c.partitions) for n, c in
-             self.coordinator.consumer.image.by_name.items()}, self.now)
+             self.shard.image.by_name.items()}, self.now)
         for entry in self.log:
             if isinstance(entry, Marker):
                 fresh.replay_marker(entry.producer_id, entry.commit)
@@ -167,9 +168,9 @@ class FaultyHarness(MixedHarness):
         """kill -9 and restart: a new shard loads the persisted records; parked requests
         are lost with their connections."""
         self.crashes += 1
-        topics = {n: info.partitions for n, info in self.coordinator.consumer.image.by_name.items()}
+        topics = {n: info.partitions for n, info in self.shard.image.by_name.items()}
         fresh = self.replayed_shard()  # `replay` also remembers what is durable
-        self.shard, self.coordinator = fresh, fresh.coordinator
+        self.shard, self.coordinator = fresh, mixed(fresh)
         self.timers = {}
         super().apply(Result(timers=fresh.timers_after_load(self.now)))
         # As the broker does once loading is done (`GroupRuntime.topics_changed`): the

@@ -1,4 +1,5 @@
-"""Drives a GroupCoordinator (classic + consumer groups, mixed groups) with virtual time.
+"""Drives a shard's classic and consumer groups (the mixed kind, mixed groups included) with
+virtual time.
 
 Records are "persisted" into a list, timers live in a dict and fire in deadline order when
 time advances, and answers to classic requests (immediate or completed later) are stored by
@@ -17,9 +18,12 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign.classic_leader import JoinedMember, lead
 from coterie.assign.registry import lookup
+from coterie.group import codec
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
 from coterie.group.classic.messages import (
+    DescribedGroup,
+    DescribeGroupRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -28,16 +32,18 @@ from coterie.group.classic.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from coterie.group.config import ShardConfig
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.consumer.messages import (
+    ConsumerGroupDescribeRequest,
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
+    DescribedConsumerGroup,
     TopicPartitions,
 )
-from coterie.group.mixed.coordinator import GroupCoordinator
-from coterie.group.records import topic_codec as codec
-from coterie.group.shard import GroupShard, ShardConfig
+from coterie.group.mixed.groups import MixedGroups
+from coterie.group.shard import GroupShard
 from coterie.wire.consumer_protocol import (
     Subscription,
     decode_assignment,
@@ -48,6 +54,12 @@ from .consumer_harness import mid
 from .virtual_time import VirtualTime
 
 _NS = uuid.UUID("0b7f5c1e-2a33-4f6e-8d0c-5e9a7b1c3d2f")
+
+
+def mixed(shard: GroupShard) -> MixedGroups:
+    """The shard's kind serving classic and consumer groups."""
+    (kind,) = [k for k in shard.kinds if isinstance(k, MixedGroups)]
+    return kind
 
 
 def subscription(topics: Iterable[str] = ("foo",), owned: Iterable[str] = (),
@@ -65,7 +77,7 @@ class MixedHarness(VirtualTime):
         self.config = config or ConsumerGroupConfig()
         self.classic_config = classic_config or ClassicConfig(initial_rebalance_delay_ms=0)
         self.shard = self._build()
-        self.coordinator = self.shard.coordinator
+        self.coordinator = mixed(self.shard)
         super().__init__(now_ms)
         self._tokens = itertools.count(1)
         self.topic_ids: dict[str, uuid.UUID] = {}
@@ -81,20 +93,33 @@ class MixedHarness(VirtualTime):
                           lambda: mid(f"gen{next(consumer_ids)}"))
 
     # -- plumbing ---------------------------------------------------------------------------
-    def replayed(self) -> GroupCoordinator:
+    def replayed(self) -> MixedGroups:
         """A fresh coordinator that loaded every record written so far (through the bytes)."""
-        return self.replayed_shard().coordinator
+        return mixed(self.replayed_shard())
 
     def replayed_shard(self) -> GroupShard:
         """A fresh shard that loaded every record written so far (through the bytes), offsets
         included."""
         fresh = self._build()
-        fresh.consumer.on_metadata_change(
+        fresh.on_topics_changed(
             {n: (self.topic_ids[n], c.partitions) for n, c in
-             self.coordinator.consumer.image.by_name.items()}, self.now)
+             self.shard.image.by_name.items()}, self.now)
         for record in self.records:
             fresh.replay(codec.decode(*codec.encode(record)))
         return fresh
+
+    def describe(self, group_id: str, version: int = 5) -> DescribedGroup:
+        """DescribeGroups of one group, through the shard's door."""
+        return self.shard.handle(DescribeGroupRequest(group_id, version), self.now).response
+
+    def describe_consumer(self, group_id: str) -> DescribedConsumerGroup:
+        """ConsumerGroupDescribe of one group, through the shard's door."""
+        return self.shard.handle(ConsumerGroupDescribeRequest(group_id), self.now).response
+
+    def group_type(self, group_id: str = "g") -> str | None:
+        """"classic", "consumer", or None for an id no group holds."""
+        group = self.shard.groups.get(group_id)
+        return None if group is None else group.group_type
 
     def group(self, group_id: str = "g") -> ConsumerGroup:
         return self.coordinator.consumer.groups[group_id]
@@ -107,7 +132,7 @@ class MixedHarness(VirtualTime):
         for name in topics:
             if name not in self.topic_ids:
                 self.topic_ids[name] = uuid.uuid5(_NS, f"{name}/{next(self._incarnation)}")
-        self.apply(self.coordinator.on_metadata_change(
+        self.apply(self.shard.on_topics_changed(
             {n: (self.topic_ids[n], c) for n, c in topics.items()}, self.now))
 
     def tps(self, *names: str) -> frozenset[tuple[uuid.UUID, int]]:

@@ -6,9 +6,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.config import ClassicConfig
+from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.membership import ClassicState as S
 from coterie.group.classic.messages import LeavingMember
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
 from .classic_harness import Harness
 
@@ -317,12 +318,12 @@ def test_zero_initial_delay_batches_members_that_join_at_the_same_instant():
     when the loop next turns) share generation 1 instead of forcing a generation 2."""
     h = Harness(ClassicConfig(initial_rebalance_delay_ms=0))
     a, ta = h.join_new(protocols=(("range", b"ma"),))
-    assert h.answer(ta) is None and h.timers[TimerKey(TimerKind.JOIN, "g")] == h.now
+    assert h.answer(ta) is None and h.timers[TimerKey(ClassicTimer.JOIN, "g")] == h.now
     b, tb = h.join_new(protocols=(("range", b"mb"),))
     assert h.answer(tb) is None
     # b arrived while the phase was open: the first firing extends it by 0 ms; the second,
     # with nobody new since, ends it.
-    assert h.advance(0) == [TimerKey(TimerKind.JOIN, "g"), TimerKey(TimerKind.JOIN, "g")]
+    assert h.advance(0) == [TimerKey(ClassicTimer.JOIN, "g"), TimerKey(ClassicTimer.JOIN, "g")]
     ra, rb = h.answer(ta), h.answer(tb)
     assert ra.error == rb.error == ErrorCode.none
     assert ra.generation_id == rb.generation_id == 1
@@ -340,14 +341,14 @@ def test_zero_initial_delay_extensions_end_at_the_rebalance_timeout():
     _, first = h.join_new(rebalance_ms=1_000)
     tokens = [first]
     while h.answer(first) is None:
-        assert h.now < 1_000 and h.timers[TimerKey(TimerKind.JOIN, "g")] == h.now
+        assert h.now < 1_000 and h.timers[TimerKey(ClassicTimer.JOIN, "g")] == h.now
         h.now += 250  # the next loop turn comes late, and a member has joined meanwhile
         tokens.append(h.join_new(rebalance_ms=1_000)[1])
-        del h.timers[TimerKey(TimerKind.JOIN, "g")]
-        h.apply(h.coordinator.on_timer(TimerKey(TimerKind.JOIN, "g"), h.now))
+        del h.timers[TimerKey(ClassicTimer.JOIN, "g")]
+        h.apply(h.coordinator.on_timer(TimerKey(ClassicTimer.JOIN, "g"), h.now))
     assert h.now == 1_000
     assert {h.answer(t).generation_id for t in tokens} == {1}
-    assert len(h.group().members) == 5 and TimerKey(TimerKind.JOIN, "g") not in h.timers
+    assert len(h.group().members) == 5 and TimerKey(ClassicTimer.JOIN, "g") not in h.timers
 
 
 def test_initial_delay_of_an_emptied_group_is_extended_too():

@@ -21,11 +21,11 @@ from coterie.group.consumer.client_assignment import (
     InstalledMember,
     PrepareAssignmentRequest,
 )
-from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.group import ConsumerGroupState
+from coterie.group.consumer.groups import ConsumerGroups
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.messages import TopicPartitions
 from coterie.group.records import consumer_codec as codec
-from coterie.group.timers import TimerKind
 
 from .consumer_harness import ConsumerHarness, mid
 
@@ -124,7 +124,7 @@ class World:
                 seen[tp] = member_id
 
     def check_replay(self) -> None:
-        fresh = ConsumerCoordinator(self.h.config, lambda: "unused")
+        fresh = ConsumerGroups(self.h.config, lambda: "unused")
         for record in self.h.records:
             fresh.replay(codec.decode(*codec.encode(record)))
         assert set(fresh.groups) == set(self.h.coordinator.groups)
@@ -191,7 +191,8 @@ def test_client_assigned_groups_are_safe_live_and_replayable(ops, data):
             case ("install", kind):
                 w.install(kind, data)
             case ("advance", ms):
-                if any(key.kind is TimerKind.CONSUMER_CLIENT_ASSIGNMENT for key in w.h.advance(ms)):
+                fired = w.h.advance(ms)
+                if any(key.kind is ConsumerTimer.CONSUMER_CLIENT_ASSIGNMENT for key in fired):
                     event("a round timed out")
             case ("grow", topic):
                 w.topics[topic] += 1

@@ -20,7 +20,7 @@ from .test_mixed_groups import classic_group, harness
 
 def _code(h: MixedHarness, member_id: str, epoch: int, version: int = 9,
           instance_id: str | None = None, group_id: str = "g") -> ErrorCode | None:
-    refusal = commit_refusal(h.coordinator.group(group_id), group_id, member_id, epoch,
+    refusal = commit_refusal(h.shard.groups.get(group_id), group_id, member_id, epoch,
                              instance_id, version)
     return None if refusal is None else refusal.code
 

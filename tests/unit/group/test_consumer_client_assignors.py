@@ -19,12 +19,13 @@ from coterie.group.consumer.client_assignment import (
     PrepareAssignmentRequest,
 )
 from coterie.group.consumer.group import ConsumerGroupState as G
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.messages import TopicPartitions
 from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
 )
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
 from .consumer_harness import ConsumerHarness, mid
 
@@ -35,7 +36,7 @@ TIMEOUT_MS = 10_000
 
 def round_key(group_epoch: int) -> TimerKey:
     """The timer of group "g"'s client-side assignment round for `group_epoch`."""
-    return TimerKey(TimerKind.CONSUMER_CLIENT_ASSIGNMENT, "g", epoch=group_epoch)
+    return TimerKey(ConsumerTimer.CONSUMER_CLIENT_ASSIGNMENT, "g", epoch=group_epoch)
 
 
 class Members:

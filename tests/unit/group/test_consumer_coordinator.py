@@ -7,15 +7,16 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from coterie.group.consumer.group import ConsumerGroupState as G
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.member import MemberState as M
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.group.records.consumer import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
 )
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
-from .consumer_harness import ConsumerHarness, mid
+from .consumer_harness import ConsumerHarness, change_topics, delete_group, mid
 
 A, B, C, S1, S2 = mid("A"), mid("B"), mid("C"), mid("S1"), mid("S2")
 ALL3 = {"foo-0", "foo-1", "foo-2"}
@@ -76,7 +77,7 @@ def test_member_that_never_revokes_is_fenced_after_its_rebalance_timeout():
         assert r.member_epoch == 1 and g.members[A].state is M.UNREVOKED_PARTITIONS
         h.heartbeat(B, 2)
     fired = h.advance(5_001)
-    assert TimerKey(TimerKind.CONSUMER_REVOCATION, "g", A, 1) in fired
+    assert TimerKey(ConsumerTimer.CONSUMER_REVOCATION, "g", A, 1) in fired
     assert A not in g.members and g.group_epoch == 3
     r = h.heartbeat(B, 2)
     assert r.member_epoch == 3 and h.assigned(r) == ALL3
@@ -87,9 +88,9 @@ def test_member_that_never_revokes_is_fenced_after_its_rebalance_timeout():
 def test_revoking_in_time_cancels_the_revocation_timer():
     h = ConsumerHarness({"foo": 3})
     a_revoking_foo_2(h)
-    assert TimerKey(TimerKind.CONSUMER_REVOCATION, "g", A, 1) in h.timers
+    assert TimerKey(ConsumerTimer.CONSUMER_REVOCATION, "g", A, 1) in h.timers
     h.heartbeat(A, 1, owned=["foo-0", "foo-1"])
-    assert not any(k.kind is TimerKind.CONSUMER_REVOCATION for k in h.timers)
+    assert not any(k.kind is ConsumerTimer.CONSUMER_REVOCATION for k in h.timers)
     h.advance(40_000)
     assert A in h.group().members
 
@@ -314,22 +315,23 @@ def test_describe_and_list():
         ("foo", (2,))]
     (missing,) = h.coordinator.describe(["nope"])
     assert missing.error == ErrorCode.group_id_not_found
-    assert [(g.group_id, g.group_state) for g in h.coordinator.list_groups()] == [
-        ("g", "Reconciling")]
+    assert [(g.group_id, g.state, g.group_type) for g in
+            (group.listing() for group in h.coordinator.groups.values())] == [
+        ("g", "Reconciling", "consumer")]
 
 
 def test_delete_only_an_empty_group():
     h = ConsumerHarness({"foo": 3})
     h.join(A, topics=None, regex="f.*")
-    assert h.coordinator.delete_group("g")[0] == ErrorCode.non_empty_group
+    assert delete_group(h.coordinator, "g")[0] == ErrorCode.non_empty_group
     h.leave(A)
     assert h.group().state() is G.EMPTY
-    code, records = h.coordinator.delete_group("g")
+    code, records = delete_group(h.coordinator, "g")
     assert code == ErrorCode.none and all(r.value is None for r in records)
     h.records.extend(records)
     assert "g" not in h.coordinator.groups
     assert "g" not in h.replayed().groups
-    assert h.coordinator.delete_group("g")[0] == ErrorCode.group_id_not_found
+    assert delete_group(h.coordinator, "g")[0] == ErrorCode.group_id_not_found
 
 
 # -- restart ---------------------------------------------------------------------------------------
@@ -341,12 +343,11 @@ def test_restart_mid_reconciliation_resumes_it():
     h2 = ConsumerHarness(now_ms=h.now)
     h2.topic_ids = dict(h.topic_ids)
     h2.load(list(h.records))
-    result = h2.coordinator.on_metadata_change(
-        {"foo": (h.topic_ids["foo"], 3)}, h2.now)
+    result = change_topics(h2.coordinator, {"foo": (h.topic_ids["foo"], 3)}, h2.now)
     assert result.records == []  # the topics did not change while it was down
     assert h2.group().snapshot() == h.group().snapshot()
-    assert TimerKey(TimerKind.CONSUMER_REVOCATION, "g", A, 1) in h2.timers
-    assert TimerKey(TimerKind.CONSUMER_SESSION, "g", B) in h2.timers
+    assert TimerKey(ConsumerTimer.CONSUMER_REVOCATION, "g", A, 1) in h2.timers
+    assert TimerKey(ConsumerTimer.CONSUMER_SESSION, "g", B) in h2.timers
     r = h2.heartbeat(A, 1, owned=["foo-0", "foo-1"])
     assert r.member_epoch == 2
     r = h2.heartbeat(B, 2)

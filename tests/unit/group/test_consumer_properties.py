@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coterie.group.consumer.coordinator import ConsumerCoordinator
 from coterie.group.consumer.group import ConsumerGroupState
+from coterie.group.consumer.groups import ConsumerGroups
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest, TopicPartitions
 from coterie.group.records import consumer_codec as codec
 from coterie.group.records.consumer import Partitions
@@ -202,7 +202,7 @@ def check_safety(w: World) -> None:
 
 
 def check_replay(w: World) -> None:
-    fresh = ConsumerCoordinator(w.h.config, lambda: "unused")
+    fresh = ConsumerGroups(w.h.config, lambda: "unused")
     for record in w.h.records:
         fresh.replay(codec.decode(*codec.encode(record)))
     assert set(fresh.groups) == set(w.h.coordinator.groups)

@@ -18,18 +18,19 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.config import BrokerConfig, ConfigError
 from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.group.records.consumer import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
 )
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 
-from .consumer_harness import ConsumerHarness, mid
+from .consumer_harness import ConsumerHarness, change_topics, delete_group, mid
 from .mixed_harness import MixedHarness
 
 A, B = mid("A"), mid("B")
-REGEX_TIMER = TimerKey(TimerKind.CONSUMER_REGEX, "g")
+REGEX_TIMER = TimerKey(ConsumerTimer.CONSUMER_REGEX, "g")
 TOPICS = {"orders": 2, "prefix-a": 1, "prefix-b": 1, "other": 1}
 
 
@@ -143,7 +144,7 @@ def test_resolution_of_a_group_that_is_gone_does_nothing():
     h = ConsumerHarness(TOPICS)
     h.join(A, topics=None, regex="prefix.*")
     h.leave(A)
-    h.coordinator.delete_group("g")
+    delete_group(h.coordinator, "g")
     assert h.coordinator.on_timer(REGEX_TIMER, h.now).records == []
 
 
@@ -216,7 +217,7 @@ def test_the_interval_refresh_picks_up_a_topic_that_appeared_unnoticed():
     version = g.resolved_regexes["prefix.*"].version
     topics = {name: (h.topic_ids[name], n) for name, n in TOPICS.items()}
     topics["prefix-z"] = (uuid.UUID(int=12345), 1)
-    h.apply(h.coordinator.on_metadata_change(topics, h.now, version=version))
+    h.apply(change_topics(h.coordinator, topics, h.now, version=version))
     for _ in range(5):
         h.advance(5_000)
         h.heartbeat(A, 2)

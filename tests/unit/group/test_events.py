@@ -11,20 +11,20 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.group.classic.events import decode_partitions, is_eager
 from coterie.group.classic.messages import LeavingMember
-from coterie.group.events import (
-    EventDeriver,
-    classic_snapshot,
-    consumer_snapshot,
-    decode_partitions,
-    is_eager,
-)
+from coterie.group.events import EventDeriver
 from coterie.group.result import Result
 from coterie.group.timers import TimerKey
 from coterie.wire.consumer_protocol import Assignment, encode_assignment
 
 from .classic_harness import Harness
 from .consumer_harness import ConsumerHarness, mid
+
+
+def snapshot(group: Any) -> Any:
+    """The group's events snapshot (the `Group` protocol's)."""
+    return group.event_snapshot()
 
 
 def watch(h: Any, snap: Any, name_of: Any = None) -> list[dict]:
@@ -63,7 +63,7 @@ def of(events: list[dict], kind: str) -> list[dict]:
 def classic_scenario(protocol: str = "range") -> tuple[Harness, list[dict], str, str]:
     """A joins and gets t-0, t-1; B joins (gen 2: A t-0, B t-1); B leaves (gen 3: A both)."""
     h = Harness()
-    events = watch(h, classic_snapshot)
+    events = watch(h, snapshot)
     protocols = ((protocol, b"m"),)
     a, _ = h.join_new(client_id="ca", protocols=protocols)
     h.advance(0)  # the new group's (0 ms) initial-delay timer closes generation 1
@@ -139,12 +139,12 @@ def test_classic_session_timeout_fences_and_empties():
 
 def test_classic_group_deleted():
     h = Harness()
-    events = watch(h, classic_snapshot)
+    events = watch(h, snapshot)
     a, _ = h.join_new()
     h.advance(0)
     h.sync(a, 1, {a: asg(0)})
     h.leave(LeavingMember(a, None))
-    code, records = h.coordinator.delete_group("g", h.now)
+    code, records = h.delete_group("g")
     assert code == ErrorCode.none
     h.apply(Result(records=records))
     assert kinds(events)[-2:] == ["state_changed", "group_deleted"]
@@ -153,7 +153,7 @@ def test_classic_group_deleted():
 
 def test_no_change_no_events():
     h = Harness()
-    events = watch(h, classic_snapshot)
+    events = watch(h, snapshot)
     a, _ = h.join_new()
     h.advance(0)
     h.sync(a, 1, {a: asg(0)})
@@ -170,10 +170,10 @@ def test_prime_makes_loaded_groups_quiet():
     h.advance(0)
     h.sync(a, 1, {a: asg(0)})
     deriver = EventDeriver()
-    deriver.prime("g", classic_snapshot(h.group()))
-    assert deriver.observe("g", classic_snapshot(h.group()), 5) == []
+    deriver.prime("g", h.group().event_snapshot())
+    assert deriver.observe("g", h.group().event_snapshot(), 5) == []
     h.leave(LeavingMember(a, None))
-    events = deriver.observe("g", classic_snapshot(h.group()), 6)
+    events = deriver.observe("g", h.group().event_snapshot(), 6)
     assert kinds(events)[:2] == ["member_left", "partitions_revoked"]
     assert events[1]["details"]["partitions"] == ["t-0"]
 
@@ -188,7 +188,7 @@ def test_helpers():
 
 def consumer_scenario() -> tuple[ConsumerHarness, list[dict], str, str]:
     h = ConsumerHarness({"foo": 4})
-    events = watch(h, consumer_snapshot, h.coordinator.image.name_of)
+    events = watch(h, snapshot, h.coordinator.image.name_of)
     a, b = mid("A"), mid("B")
     h.join(a)
     h.advance(100)

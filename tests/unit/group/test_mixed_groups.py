@@ -14,10 +14,12 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.config import ClassicConfig
+from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.membership import ClassicState
 from coterie.group.classic.messages import LeavingMember
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.group import ConsumerGroupState as G
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.member import MemberState as M
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue, MemberMetadata
@@ -30,7 +32,7 @@ from coterie.group.records.consumer import (
 )
 from coterie.group.records.record import Record
 from coterie.group.shard import commit_refusal
-from coterie.group.timers import TimerKey, TimerKind
+from coterie.group.timers import TimerKey
 from coterie.wire.consumer_protocol import Assignment, decode_assignment, encode_assignment
 
 from .consumer_harness import mid
@@ -135,11 +137,11 @@ def test_online_upgrade_of_a_three_member_classic_group_member_by_member():
             assert h.answer(parked) is None
         else:
             h.cleave(LeavingMember(old))
-            assert h.coordinator.group_type("g") == "consumer"
+            assert h.group_type("g") == "consumer"
         r = h.join(new)
         assert r.error == ErrorCode.none
         upgraded[old] = new
-        assert h.coordinator.group_type("g") == "consumer"
+        assert h.group_type("g") == "consumer"
         if i == 0:
             assert h.answer(parked).error == REBALANCE
             group = h.group()
@@ -249,7 +251,7 @@ def test_downgrade_when_the_last_consumer_member_leaves():
     mark = len(h.records)
     r = h.leave(X)
     assert r.error == ErrorCode.none and r.member_epoch == -1
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
     classic = h.classic_group()
     # Generation = the group epoch after X left; a rebalance starts at once.
     assert classic.generation == epoch + 1
@@ -278,9 +280,9 @@ def test_downgrade_when_the_last_consumer_member_leaves():
     assert set(persisted) == {c1, c2}
     # Consumer timers are gone; classic session and join timers run.
     assert not [k for k in h.timers if k.kind.startswith("consumer-")]
-    assert TimerKey(TimerKind.JOIN, "g") in h.timers
-    assert {TimerKey(TimerKind.SESSION, "g", c1),
-            TimerKey(TimerKind.SESSION, "g", c2)} <= set(h.timers)
+    assert TimerKey(ClassicTimer.JOIN, "g") in h.timers
+    assert {TimerKey(ClassicTimer.SESSION, "g", c1),
+            TimerKey(ClassicTimer.SESSION, "g", c2)} <= set(h.timers)
     # The classic members notice through their heartbeats, rejoin the classic way and the
     # leader assigns everything.
     assert h.cheartbeat(c1, epoch) == ErrorCode.illegal_generation
@@ -296,12 +298,12 @@ def test_downgrade_when_the_last_consumer_members_session_expires():
     h = harness()
     c1, c2 = _mixed(h)
     start = h.now
-    while h.coordinator.group_type("g") == "consumer":
+    while h.group_type("g") == "consumer":
         for c in (c1, c2):  # the classic members keep heartbeating; X has gone silent
             assert h.cheartbeat(c, h.group().members[c].member_epoch) == ErrorCode.none
         h.advance(5_000)
     assert h.now - start <= 45_000 + 5_000
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
     assert h.classic_group().state is ClassicState.PREPARING_REBALANCE
     check_replay(h)
 
@@ -322,7 +324,7 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_q
     epoch = group.group_epoch
     join = h.join_answer(h.cjoin(instance_id="x"))
     assert join.error == ErrorCode.none and join.generation_id == epoch
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
     classic = h.classic_group()
     assert classic.state is ClassicState.STABLE and classic.generation == epoch
     assert classic.static_members == {"x": join.member_id}
@@ -343,22 +345,22 @@ def test_migration_policy(policy):
     r = h.join(X)
     if policy in ("bidirectional", "upgrade"):
         assert r.error == ErrorCode.none
-        assert h.coordinator.group_type("g") == "consumer"
+        assert h.group_type("g") == "consumer"
     else:
         assert r.error == ErrorCode.group_id_not_found
         assert r.error_message == ("Cannot upgrade classic group g to consumer group because "
                                    "online upgrade is disabled.")
-        assert h.coordinator.group_type("g") == "classic"
+        assert h.group_type("g") == "classic"
         assert h.classic_group().to_record() == before and len(h.records) == mark
     # Downgrade: a consumer group whose last consumer-protocol member leaves.
     d = harness(policy)
     c1, c2 = _mixed(d)
     d.leave(X)
     if policy in ("bidirectional", "downgrade"):
-        assert d.coordinator.group_type("g") == "classic"
+        assert d.group_type("g") == "classic"
     else:
         # The group stays a consumer group of classic members, which keep working.
-        assert d.coordinator.group_type("g") == "consumer"
+        assert d.group_type("g") == "consumer"
         assert d.group().num_classic_members() == 2
         assert d.cheartbeat(c1, d.group().members[c1].member_epoch) == REBALANCE
         for _ in range(3):
@@ -379,14 +381,14 @@ def test_empty_groups_change_type_whatever_the_policy(policy):
     h.cleave(LeavingMember(member))
     assert h.classic_group().state is ClassicState.EMPTY
     r = h.join(X)
-    assert r.error == ErrorCode.none and h.coordinator.group_type("g") == "consumer"
+    assert r.error == ErrorCode.none and h.group_type("g") == "consumer"
     assert Record(GroupMetadataKey("g"), None) in h.records
     check_replay(h)
     # ... and an empty consumer group to a classic group.
     h.leave(X)
     assert h.group().members == {}
     assert h.join_answer(h.cjoin()).error == ErrorCode.member_id_required
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
     h.cjoin_new()
     h.advance(3_000)
     assert h.classic_group().state is ClassicState.COMPLETING_REBALANCE
@@ -402,7 +404,7 @@ def test_a_classic_group_of_another_protocol_type_is_not_upgraded():
     assert r.error == ErrorCode.group_id_not_found
     assert r.error_message == ("Cannot upgrade classic group g to consumer group because the "
                                "group does not use the consumer embedded protocol.")
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
 
 
 def test_size_limits():
@@ -418,16 +420,16 @@ def test_size_limits():
     mark = len(h.records)
     r = h.join(X)
     assert r.error == ErrorCode.group_max_size_reached
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
     assert h.classic_group().to_record() == before and len(h.records) == mark
     assert not [k for k in h.timers if k.kind.startswith("consumer-")]
     # A downgrade that would not fit group.max.size waits until enough members are gone.
     h = harness(classic_max=1)
     c1, c2 = _mixed(h)
     h.leave(X)
-    assert h.coordinator.group_type("g") == "consumer"
+    assert h.group_type("g") == "consumer"
     h.cleave(LeavingMember(c2))
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
     assert set(h.classic_group().members) == {c1}
     check_replay(h)
 
@@ -450,7 +452,7 @@ def test_an_undecodable_or_custom_classic_group_is_not_upgraded():
     r = h.join(X)
     assert r.error == ErrorCode.group_id_not_found
     assert "unsupported custom assignor" in r.error_message
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
     # Two assignments naming one partition: converting would lose who really has it.
     h = harness()
     both = encode_assignment(Assignment(frozenset({("foo", 0)}), version=1))
@@ -460,7 +462,7 @@ def test_an_undecodable_or_custom_classic_group_is_not_upgraded():
     r = h.join(X)
     assert r.error == ErrorCode.group_id_not_found
     assert "assigned to two members" in r.error_message
-    assert h.coordinator.group_type("g") == "classic" and not h.coordinator.consumer.groups
+    assert h.group_type("g") == "classic" and not h.coordinator.consumer.groups
 
 
 def test_consumer_heartbeats_to_a_classic_group():
@@ -472,7 +474,7 @@ def test_consumer_heartbeats_to_a_classic_group():
     # Invalid on its face: refused as such, before the group is looked at.
     bad = h.request(ConsumerHeartbeatRequest("g", X, 0, rebalance_timeout_ms=30_000, owned=()))
     assert bad.error == ErrorCode.invalid_request
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
 
 
 def test_classic_requests_refused_by_a_consumer_group():
@@ -519,12 +521,12 @@ def test_classic_member_session_timeout():
     h = harness()
     h.join(X)
     c, _ = h.cjoin_new(session_ms=8_000)
-    assert h.timers[TimerKey(TimerKind.CONSUMER_SESSION, "g", c)] == h.now + 8_000
+    assert h.timers[TimerKey(ConsumerTimer.CONSUMER_SESSION, "g", c)] == h.now + 8_000
     for _ in range(2):
         h.advance(5_000)
         settle_consumer(h, X)
     assert c not in h.group().members
-    assert h.coordinator.group_type("g") == "consumer"
+    assert h.group_type("g") == "consumer"
     check_replay(h)
 
 
@@ -532,7 +534,7 @@ def test_classic_member_that_never_syncs_or_never_rejoins_is_fenced():
     h = harness()
     h.join(X)
     c, _ = h.cjoin_new(rebalance_ms=20_000, session_ms=60_000)
-    assert TimerKey(TimerKind.CONSUMER_SYNC, "g", c) in h.timers
+    assert TimerKey(ConsumerTimer.CONSUMER_SYNC, "g", c) in h.timers
     h.advance(20_000)
     assert c not in h.group().members  # never collected its assignment
     c, token = h.cjoin_new(rebalance_ms=20_000, session_ms=60_000)
@@ -540,10 +542,10 @@ def test_classic_member_that_never_syncs_or_never_rejoins_is_fenced():
     h.join(Y)  # a new epoch: c must rejoin
     gen = h.group().members[c].member_epoch
     assert h.cheartbeat(c, gen) == REBALANCE
-    deadline = h.timers[TimerKey(TimerKind.CONSUMER_JOIN, "g", c)]
+    deadline = h.timers[TimerKey(ConsumerTimer.CONSUMER_JOIN, "g", c)]
     h.advance(10_000)
     assert h.cheartbeat(c, gen) == REBALANCE
-    assert h.timers[TimerKey(TimerKind.CONSUMER_JOIN, "g", c)] == deadline  # not extended
+    assert h.timers[TimerKey(ConsumerTimer.CONSUMER_JOIN, "g", c)] == deadline  # not extended
     h.advance(10_000)
     assert c not in h.group().members
     check_replay(h)
@@ -560,8 +562,8 @@ def test_a_restarted_coordinator_resumes_a_mixed_group():
     fresh.load(list(h.records))
     group = fresh.group()
     assert group.snapshot() == h.group().snapshot()
-    assert fresh.timers[TimerKey(TimerKind.CONSUMER_SESSION, "g", c1)] == fresh.now + 10_000
-    assert fresh.timers[TimerKey(TimerKind.CONSUMER_SESSION, "g", X)] == fresh.now + 45_000
+    assert fresh.timers[TimerKey(ConsumerTimer.CONSUMER_SESSION, "g", c1)] == fresh.now + 10_000
+    assert fresh.timers[TimerKey(ConsumerTimer.CONSUMER_SESSION, "g", X)] == fresh.now + 45_000
     assert fresh.cheartbeat(c1, group.members[c1].member_epoch) == ErrorCode.none
 
 
@@ -591,4 +593,5 @@ def test_offset_commit_and_fetch_validation_in_a_mixed_group():
 
 def _commit_refusal(coordinator: Any, member_id: str, epoch: int, instance_id: str | None,
                     version: int = 9) -> Any:
-    return commit_refusal(coordinator.group("g"), "g", member_id, epoch, instance_id, version)
+    return commit_refusal(coordinator.consumer.groups.get("g") or coordinator.classic.groups.get(
+        "g"), "g", member_id, epoch, instance_id, version)

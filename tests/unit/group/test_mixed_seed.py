@@ -69,7 +69,7 @@ def check_replay(h: MixedHarness) -> None:
 def test_upgrade_walkthrough_with_classic_member_c():
     h = MixedHarness({"foo": 6})
     classic_group_at_22(h)
-    assert h.coordinator.group_type("g") == "classic"
+    assert h.group_type("g") == "classic"
 
     # A restarts on the consumer protocol: the group is converted (epoch 22 = generation 22,
     # every member at epoch 22 with its last assignment) and A takes over its old member.
@@ -77,7 +77,7 @@ def test_upgrade_walkthrough_with_classic_member_c():
     assert ra.error == ErrorCode.none and ra.member_epoch == 22
     assert h.assigned(ra) == {"foo-0", "foo-1"}
     g = h.group()
-    assert h.coordinator.group_type("g") == "consumer"
+    assert h.group_type("g") == "consumer"
     assert (g.group_epoch, g.assignment_epoch) == (22, 22)
     assert set(g.members) == {A2, B, C}
     assert g.num_classic_members() == 2 and not g.members[A2].uses_classic_protocol

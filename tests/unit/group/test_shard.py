@@ -131,20 +131,20 @@ def test_describe_groups_by_version_and_group_kind():
     h.join(mid("a"), group_id="cg")
     commit(h, ("foo", 0, 1), group_id="offsets-only")
     for version in (5, 6):
-        consumer = h.shard.describe_group("cg", version)
+        consumer = h.describe("cg", version)
         assert consumer.state == "Dead"
         assert consumer.error == (ErrorCode.group_id_not_found if version == 6
                                   else ErrorCode.none)
-        only = h.shard.describe_group("offsets-only", version)
+        only = h.describe("offsets-only", version)
         assert (only.error, only.state) == (ErrorCode.none, "Empty")
-        unknown = h.shard.describe_group("unknown", version)
+        unknown = h.describe("unknown", version)
         assert unknown.state == "Dead"
         assert unknown.error == (ErrorCode.group_id_not_found if version == 6
                                  else ErrorCode.none)
-    assert h.shard.describe_group("cg", 6).error_message == "Group cg is not a classic group."
-    assert h.shard.describe_group("", 5).error == ErrorCode.invalid_group_id
+    assert h.describe("cg", 6).error_message == "Group cg is not a classic group."
+    assert h.describe("", 5).error == ErrorCode.invalid_group_id
     classic_group(h, n=1)
-    stable = h.shard.describe_group("g", 6)
+    stable = h.describe("g", 6)
     assert (stable.error, stable.state, len(stable.members)) == (ErrorCode.none, "Stable", 1)
 
 
@@ -171,14 +171,14 @@ def test_delete_groups_takes_offsets_along_and_refuses_live_groups():
     commit(h, ("foo", 0, 1), member_id=members[0], epoch=h.classic_group().generation)
     h.cleave(LeavingMember(members[0], None))
     assert h.apply(h.shard.delete_group("g", h.now)) == ErrorCode.none
-    assert h.shard.group("g") is None
+    assert h.shard.groups.get("g") is None
     assert committed(h) == {}
     commit(h, ("foo", 1, 1), group_id="offsets-only")
     assert h.apply(h.shard.delete_group("offsets-only", h.now)) == ErrorCode.none
     assert not h.shard.offsets.has_offsets("offsets-only")
     # What was deleted stays deleted after a reload.
     fresh = h.replayed_shard()
-    assert fresh.group("g") is None
+    assert fresh.groups.get("g") is None
     assert fresh.offsets.groups() == set()
 
 
@@ -187,13 +187,13 @@ def test_consumer_group_describe_of_other_groups():
     classic_group(h, n=1)
     commit(h, ("foo", 0, 1), group_id="offsets-only")
     for gid in ("g", "offsets-only"):
-        d = h.shard.describe_consumer_group(gid)
+        d = h.describe_consumer(gid)
         assert (d.error, d.error_message) == (ErrorCode.group_id_not_found,
                                               f"Group {gid} is not a consumer group.")
-    assert h.shard.describe_consumer_group("unknown").error == ErrorCode.group_id_not_found
-    assert h.shard.describe_consumer_group("").error == ErrorCode.invalid_group_id
+    assert h.describe_consumer("unknown").error == ErrorCode.group_id_not_found
+    assert h.describe_consumer("").error == ErrorCode.invalid_group_id
     h.join(mid("a"), group_id="cg")
-    assert h.shard.describe_consumer_group("cg").error == ErrorCode.none
+    assert h.describe_consumer("cg").error == ErrorCode.none
 
 
 # -- offset expiry through the Group protocol -------------------------------------------------
@@ -253,7 +253,7 @@ def test_revert_rebuilds_a_consumer_group_from_the_log():
     h.join(first)
     h.shard.committed(h.records)
     before = h.group().snapshot()
-    result = h.shard.coordinator.consumer_heartbeat(h_join_request(second), h.now)
+    result = h.shard.handle(h_join_request(second), h.now)
     assert second in h.group().members  # applied at once
     revert = h.shard.revert("g", result.records, h.now)
     assert revert.rebuilt

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.offsets_topic import TxnMarker, TxnRecord
+from coterie.group import codec
 from coterie.group.offsets.messages import (
     CommitPartition,
     OffsetCommitRequest,
@@ -19,7 +20,6 @@ from coterie.group.offsets.messages import (
     OffsetFetchRequest,
     TxnOffsetCommitRequest,
 )
-from coterie.group.records import topic_codec as codec
 from coterie.group.records.offsets import OffsetCommitKey
 from coterie.group.shard import GroupShard
 
@@ -109,7 +109,7 @@ def test_pending_offsets_show_after_the_commit_marker_only():
     assert fetched(h, ("foo", 0), ("foo", 1)) == [(None, False), (None, False)]
     assert fetched(h, ("foo", 0), ("foo", 1), stable=True) == [(None, True), (None, True)]
     # The group exists (a simple group, as in Kafka) while the transaction is open.
-    assert h.shard.describe_group("g", 5).state == "Empty"
+    assert h.describe("g", 5).state == "Empty"
     log.marker(commit=True)
     assert fetched(h, ("foo", 0), ("foo", 1), stable=True) == [(10, False), (20, False)]
     assert h.shard.durable[OffsetCommitKey("g", "foo", 0)].value.offset == 10

@@ -1,13 +1,15 @@
-"""One coordinator shard's groups, classic and consumer (KIP-848), mixed groups included.
+"""The classic and consumer (KIP-848) group types of a shard, mixed groups included.
 
-Why a facade. A group id names one group, of one type at a time, but the two protocols'
-requests can reach either type: a classic consumer sends JoinGroup to a consumer group in
-the middle of an online upgrade, a new consumer sends ConsumerGroupHeartbeat to a classic
-group and so starts one. This class owns the `ClassicGroups` and the
-`ConsumerCoordinator` of a shard, routes every group request to the group that holds the id,
-and converts a group from one type to the other when Apache Kafka 4.x would (seed 3; the
-record order is in `mixed/conversion.py`, the classic members' handlers in
-`mixed/classic_members.py`). It is pure like the cores: requests and `now_ms` in, `Result` out.
+Why one kind for two types. A group id names one group, of one type at a time, but the two
+protocols' requests can reach either type: a classic consumer sends JoinGroup to a consumer
+group in the middle of an online upgrade, a new consumer sends ConsumerGroupHeartbeat to a
+classic group and so starts one. `MixedGroups` is the `GroupKind` (`coterie.group.kind`)
+registered for both types: it owns the `ClassicGroups` and the `ConsumerGroups` of a shard
+(both seeing the shard's one registry of groups), routes every request of their APIs to the
+group that holds the id, and converts a group from one type to the other when Apache Kafka
+4.x would (seed 3; the record order is in `mixed/conversion.py`, the classic members'
+handlers in `mixed/classic_members.py`). It is pure like the cores: requests and `now_ms`
+in, `Result` out.
 
 Routing:
 - JoinGroup: checked like any JoinGroup first (group id, session timeout bounds, metadata
@@ -16,7 +18,7 @@ Routing:
   Otherwise the classic core.
 - SyncGroup, Heartbeat, LeaveGroup: the consumer group's classic-member handlers if the id is
   a consumer group, else the classic core.
-- ConsumerGroupHeartbeat: checked on its face first (`ConsumerCoordinator.check`). For an id
+- ConsumerGroupHeartbeat: checked on its face first (`ConsumerGroups.check`). For an id
   held by a classic group, anything but a join (epoch 0) is GROUP_ID_NOT_FOUND "Group <id> is
   not a consumer group."; a join into an *empty* classic group deletes it and creates a
   consumer group (whatever the migration policy); a join into a classic group with members
@@ -36,24 +38,31 @@ Routing:
 - ConsumerGroupPrepareAssignment / ConsumerGroupInstallAssignment (coterie extensions for
   client-side assignors, `consumer/client_assignment.py`): the consumer core; an id held
   by a classic group is GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
+- DescribeGroups describes classic groups only (Kafka 4.x): a group of any other type is
+  Dead before v6, GROUP_ID_NOT_FOUND "not a classic group" from v6; an id with only
+  committed offsets is an Empty classic group. ConsumerGroupDescribe: a group of any other
+  type, or an id with only committed offsets, is "not a consumer group".
 
-Timers are routed by the kind of their key (`coterie.group.timers`): SESSION, JOIN, SYNC,
-PENDING are the classic core's; CONSUMER_SESSION, CONSUMER_REVOCATION,
-CONSUMER_CLIENT_ASSIGNMENT, CONSUMER_REGEX the consumer core's; CONSUMER_JOIN, CONSUMER_SYNC
-the classic members of consumer groups'.
+Timers are routed by the kind of their key (`coterie.group.timers`): `ClassicTimer`s are the
+classic core's; of the `ConsumerTimer`s, CONSUMER_JOIN and CONSUMER_SYNC are the classic
+members' of consumer groups, the others the consumer core's.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.group.classic.group import ClassicGroup
 from coterie.group.classic.groups import ClassicGroups
+from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.membership import ClassicState
 from coterie.group.classic.messages import (
     UNKNOWN_MEMBER_ID,
+    DescribedGroup,
+    DescribeGroupRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -66,11 +75,18 @@ from coterie.group.consumer.client_assignment import (
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
 )
-from coterie.group.consumer.coordinator import ConsumerCoordinator
-from coterie.group.consumer.group import ConsumerGroupState
+from coterie.group.consumer.group import ConsumerGroup, ConsumerGroupState
+from coterie.group.consumer.groups import ConsumerGroups
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.member import JOIN_EPOCH
-from coterie.group.consumer.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
-from coterie.group.group import Group
+from coterie.group.consumer.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+    DescribedConsumerGroup,
+    SettledHeartbeat,
+)
+from coterie.group.kind import Handler, ShardContext
 from coterie.group.mixed.classic_members import ClassicMembers
 from coterie.group.mixed.conversion import (
     ConversionRefused,
@@ -84,58 +100,76 @@ from coterie.group.records.consumer import (
 )
 from coterie.group.records.record import Record
 from coterie.group.result import Result, TimerOp
-from coterie.group.timers import TimerKey, TimerKind
-from coterie.group.topic_image import TopicImage, TopicInfo
+from coterie.group.timers import TimerKey
+from coterie.group.topic_image import TopicImage
 from coterie.wire.consumer_protocol import PROTOCOL_TYPE
 
 UPGRADE_POLICIES = frozenset({"bidirectional", "upgrade"})
 DOWNGRADE_POLICIES = frozenset({"bidirectional", "downgrade"})
-CONSUMER_TIMERS = frozenset({TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION,
-                             TimerKind.CONSUMER_CLIENT_ASSIGNMENT, TimerKind.CONSUMER_REGEX})
-CLASSIC_MEMBER_TIMERS = frozenset({TimerKind.CONSUMER_JOIN, TimerKind.CONSUMER_SYNC})
+CLASSIC_MEMBER_TIMERS = frozenset({ConsumerTimer.CONSUMER_JOIN, ConsumerTimer.CONSUMER_SYNC})
+# A group's own settings (the GROUP config resource) that consumer groups read.
+SESSION_TIMEOUT = "consumer.session.timeout.ms"
+HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 
 
-class GroupCoordinator:
-    """Classic and consumer groups of one coordinator shard (module docstring)."""
+class MixedGroups:
+    """Classic and consumer groups of one shard (module docstring): a `GroupKind`."""
 
-    def __init__(self, classic: ClassicGroups, consumer: ConsumerCoordinator) -> None:
-        self.classic = classic
-        self.consumer = consumer
-        self.classic_members = ClassicMembers(consumer)
+    record_keys = (GroupMetadataKey, *CONSUMER_RECORD_KEY_TYPES)
+    timer_kinds = (ClassicTimer, ConsumerTimer)
+
+    def __init__(self, ctx: ShardContext) -> None:
+        self._ctx = ctx
+        config = ctx.config
+        self.classic = ClassicGroups(config.classic, ctx.new_member_id, ctx.groups)
+        self.consumer = ConsumerGroups(
+            config.consumer, ctx.new_consumer_member_id, ctx.groups, ctx.topics,
+            client_assignment_timeout_ms=config.client_assignment_timeout_ms)
+        self.classic_members = ClassicMembers(self.consumer)
 
     @property
     def migration_policy(self) -> str:
         return self.consumer.config.migration_policy
 
-    def group(self, group_id: str) -> Group | None:
-        """The group holding `group_id`, of either type."""
-        group: Group | None = self.consumer.groups.get(group_id)
-        return group if group is not None else self.classic.groups.get(group_id)
+    def requests(self) -> Mapping[type, Handler]:
+        return {
+            JoinGroupRequest: self.join_group,
+            SyncGroupRequest: self.sync_group,
+            HeartbeatRequest: self.heartbeat,
+            LeaveGroupRequest: self.leave_group,
+            ConsumerHeartbeatRequest: self.consumer_heartbeat,
+            SettledHeartbeat: self.settled_heartbeat,
+            PrepareAssignmentRequest: self.prepare_assignment,
+            InstallAssignmentRequest: self.install_assignment,
+            DescribeGroupRequest: self.describe_group,
+            ConsumerGroupDescribeRequest: self.describe_consumer_group,
+        }
 
-    def groups(self) -> Iterator[Group]:
-        """Every group, classic ones first."""
-        yield from self.classic.groups.values()
-        yield from self.consumer.groups.values()
-
-    def group_type(self, group_id: str) -> str | None:
-        """"consumer", "classic", or None for an id no group holds."""
-        if group_id in self.consumer.groups:
-            return "consumer"
-        if group_id in self.classic.groups:
-            return "classic"
-        return None
-
-    # == loading ==============================================================================
+    # == records, loading, rebuilding =========================================================
     def replay(self, record: Record) -> None:
-        """Apply one group record (classic or consumer) to the core that owns it; offset
-        commits are not groups' and are ignored here."""
+        """Apply one group record (classic or consumer) to the core that owns it."""
         if isinstance(record.key, GroupMetadataKey):
             self.classic.replay(record)
-        elif isinstance(record.key, CONSUMER_RECORD_KEY_TYPES):
+        else:
             self.consumer.replay(record)
 
     def timers_after_load(self, now_ms: int) -> list[TimerOp]:
         return self.classic.timers_after_load(now_ms) + self.consumer.timers_after_load(now_ms)
+
+    def after_rebuild(self, group_id: str, failed: list[Record], now_ms: int) -> Result:
+        group = self._ctx.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            return self.classic.after_rebuild(group_id, failed, now_ms)
+        if isinstance(group, ConsumerGroup):
+            return self.consumer.after_rebuild(group_id, now_ms)
+        return Result()
+
+    def on_topics(self, previous: TopicImage, now_ms: int) -> Result:
+        return self.consumer.on_topics(previous, now_ms)
+
+    def set_group_config(self, group_id: str, config: Mapping[str, Any]) -> None:
+        self.consumer.set_group_config(group_id, config.get(SESSION_TIMEOUT),
+                                       config.get(HEARTBEAT_INTERVAL))
 
     # == JoinGroup / SyncGroup / Heartbeat / LeaveGroup =======================================
     def join_group(self, req: JoinGroupRequest, now_ms: int) -> Result:
@@ -156,10 +190,14 @@ class GroupCoordinator:
         if not req.protocol_type or not req.protocols:
             return Result(JoinGroupResponse(ErrorCode.inconsistent_group_protocol,
                                             member_id=req.member_id))
-        _, tombstones = self.consumer.delete_group(gid)
+        forgotten = self.classic_members.forget_group(gid)
+        self.consumer.forget_round(gid)  # (its timer, if any, finds no round)
+        _, tombstones = group.deletion()
+        for record in tombstones:
+            self.replay(record)
         result = self.classic.join_group(req, now_ms)
         result.records[:0] = tombstones
-        result.timers[:0] = self.classic_members.forget_group(gid)
+        result.timers[:0] = forgotten
         return result
 
     def sync_group(self, req: SyncGroupRequest, now_ms: int) -> Result:
@@ -179,14 +217,12 @@ class GroupCoordinator:
         return self.classic.leave_group(req, now_ms)
 
     # == ConsumerGroupHeartbeat ===============================================================
-    def consumer_settled_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
-                                   client_id: str, client_host: str,
-                                   now_ms: int) -> Result | None:
+    def settled_heartbeat(self, req: SettledHeartbeat, now_ms: int) -> Result | None:
         """A ConsumerGroupHeartbeat that sets no field, from a settled member of a consumer
         group: its answer, or None to send the request through `consumer_heartbeat`
-        (`ConsumerCoordinator.settled_heartbeat`)."""
-        return self.consumer.settled_heartbeat(group_id, member_id, member_epoch, client_id,
-                                               client_host, now_ms)
+        (`ConsumerGroups.settled_heartbeat`)."""
+        return self.consumer.settled_heartbeat(req.group_id, req.member_id, req.member_epoch,
+                                               req.client_id, req.client_host, now_ms)
 
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
         invalid = self.consumer.check(req)
@@ -214,8 +250,9 @@ class GroupCoordinator:
         result = self.consumer.heartbeat(req, now_ms, validated=True)
         response = result.response
         if response is None or response.error != ErrorCode.none:
-            # The join is refused: nothing changes, the classic group stays as it was.
-            self.consumer.groups.pop(gid, None)
+            # The join is refused: the conversion was only its premise, and goes with it
+            # (its records are in no result): the classic group, untouched by it, takes
+            # the id back.
             self.classic.groups[gid] = classic_group
             return result
         handed = self.classic.hand_over(classic_group)
@@ -290,28 +327,54 @@ class GroupCoordinator:
         result.completed += adopted.completed
         return result
 
-    # == timers and topics ====================================================================
+    # == timers =============================================================================
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         kind, group_id = key.kind, key.group_id
-        if kind in CONSUMER_TIMERS:
-            return self._maybe_downgrade(group_id, self.consumer.on_timer(key, now_ms), now_ms)
+        if isinstance(kind, ClassicTimer):
+            return self.classic.on_timer(key, now_ms)
         if kind in CLASSIC_MEMBER_TIMERS:
             result = self.classic_members.on_timer(key, now_ms)
-            return self._maybe_downgrade(group_id, result, now_ms)
-        return self.classic.on_timer(key, now_ms)
+        else:
+            result = self.consumer.on_timer(key, now_ms)
+        return self._maybe_downgrade(group_id, result, now_ms)
 
-    def on_metadata_change(self, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo]
-                           | TopicImage,
-                           now_ms: int, version: int | None = None) -> Result:
-        return self.consumer.on_metadata_change(topics, now_ms, version)
+    # == describe =============================================================================
+    def describe_group(self, req: DescribeGroupRequest, now_ms: int) -> Result:
+        """DescribeGroups (module docstring)."""
+        gid, version = req.group_id, req.version
+        if not gid:
+            return Result(DescribedGroup(ErrorCode.invalid_group_id, gid, "", "", ""))
+        group = self._ctx.groups.get(gid)
+        if group is not None and not isinstance(group, ClassicGroup):
+            if version >= 6:
+                return Result(DescribedGroup(
+                    ErrorCode.group_id_not_found, gid, "Dead", "", "",
+                    error_message=f"Group {gid} is not a classic group."))
+            return Result(DescribedGroup(ErrorCode.none, gid, "Dead", "", ""))
+        described = self.classic.describe(gid)
+        if described.state != "Dead":
+            return Result(described)
+        if self._ctx.offsets.has_offsets(gid):
+            return Result(DescribedGroup(described.error, gid, "Empty",
+                                         described.protocol_type, described.protocol,
+                                         described.members))
+        if version >= 6:
+            return Result(DescribedGroup(ErrorCode.group_id_not_found, gid, "Dead", "", "",
+                                         error_message=f"Group {gid} not found."))
+        return Result(described)
 
-    # == admin ================================================================================
-    def delete_group(self, group_id: str, now_ms: int) -> tuple[ErrorCode, list[Record]]:
-        if group_id in self.consumer.groups:
-            return self.consumer.delete_group(group_id)
-        return self.classic.delete_group(group_id, now_ms)
+    def describe_consumer_group(self, req: ConsumerGroupDescribeRequest,
+                                now_ms: int) -> Result:
+        """ConsumerGroupDescribe (module docstring)."""
+        gid = req.group_id
+        if not gid:
+            return Result(DescribedConsumerGroup(ErrorCode.invalid_group_id, gid))
+        if gid not in self.consumer.groups and (
+                gid in self._ctx.groups or self._ctx.offsets.has_offsets(gid)):
+            return Result(DescribedConsumerGroup(
+                ErrorCode.group_id_not_found, gid, f"Group {gid} is not a consumer group."))
+        return Result(self.consumer.describe([gid])[0])
 
 
 def _not_found(message: str) -> Result:
     return Result(ConsumerHeartbeatResponse(ErrorCode.group_id_not_found, message))
-

@@ -69,8 +69,8 @@ recomputed at the next heartbeat.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -78,6 +78,7 @@ from coterie.assign.registry import lookup
 from coterie.assign.spec import Assignor
 from coterie.group.consumer.assignment_rounds import (
     KEEP,
+    ClientRounds,
     expired,
     fallback_assignor,
     install,
@@ -86,13 +87,11 @@ from coterie.group.consumer.assignment_rounds import (
 )
 from coterie.group.consumer.changes import (
     assignment_record,
-    deletion_records,
     metadata_record,
     replace_records,
 )
 from coterie.group.consumer.client_assignment import (
     DEFAULT_TIMEOUT_MS,
-    ClientRounds,
     InstallAssignmentRequest,
     PrepareAssignmentRequest,
 )
@@ -113,6 +112,7 @@ from coterie.group.consumer.heartbeat_request import (
     validate_request,
     wire_partitions,
 )
+from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.consumer.leaving import removal, static_leave
 from coterie.group.consumer.member import (
     JOIN_EPOCH,
@@ -126,7 +126,6 @@ from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     DescribedConsumerGroup,
-    ListedConsumerGroup,
 )
 from coterie.group.consumer.reconciliation import FencedMember, reconcile
 from coterie.group.consumer.subscriptions import (
@@ -138,8 +137,6 @@ from coterie.group.consumer.target_assignment import TargetAssignment
 from coterie.group.consumer.topic_changes import (
     creates_topics,
     epoch_bumps,
-    next_version,
-    picture,
 )
 from coterie.group.records.consumer import (
     CONSUMER_RECORD_KEY_TYPES,
@@ -154,38 +151,42 @@ from coterie.group.records.consumer import (
 )
 from coterie.group.records.record import Record
 from coterie.group.result import Result, TimerOp
-from coterie.group.timers import TimerKey, TimerKind
-from coterie.group.topic_image import TopicImage, TopicInfo
+from coterie.group.timers import TimerKey
+from coterie.group.topic_image import TopicImage, Topics
+from coterie.group.typed_groups import GroupsOf
 
 
-class ConsumerCoordinator:
-    """All consumer groups of one coordinator (module docstring has the rules)."""
+class ConsumerGroups:
+    """All consumer groups of one shard (module docstring has the rules). `registry` is the
+    shard's one dict of groups of every type (this class sees its consumer groups) and
+    `topics` the shard's topic picture; both default to private ones, for tests that drive
+    consumer groups alone."""
 
     def __init__(self, config: ConsumerGroupConfig, new_member_id: Callable[[], str],
-                 topics: TopicImage | None = None,
+                 registry: dict[str, Any] | None = None, topics: Topics | None = None,
                  client_assignment_timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         self.config = config
         self.new_member_id = new_member_id
-        self.groups: dict[str, ConsumerGroup] = {}
+        self.groups: GroupsOf[ConsumerGroup] = GroupsOf(
+            {} if registry is None else registry, ConsumerGroup)
         # Per-group session timeout and heartbeat interval (None: the broker's), set by
         # `set_group_config`; kept for groups that do not exist yet too, as Kafka keeps them.
         self.group_configs: dict[str, tuple[int | None, int | None]] = {}
-        self.image = topics or TopicImage()
+        self.topics = topics if topics is not None else Topics()
         # Resolve the configured assignors now, so a misconfiguration fails at start-up.
         self._assignors: dict[str, Assignor] = {name: lookup(name) for name in config.assignors}
-        # Client-side assignors (coterie extension): pending rounds, in memory only.
-        self.client_rounds = ClientRounds(client_assignment_timeout_ms)
+        # Client-side assignors (coterie extension): pending rounds, in the groups' volatile
+        # tables.
+        self.client_rounds = ClientRounds(self.groups, client_assignment_timeout_ms)
         # The image version of the last topic change that created a topic (Kafka's
         # lastMetadataImageWithNewTopics; -1 until the first change): resolutions older than
         # it may miss a topic.
         self._new_topics_version = -1
-        # The highest image version a loaded resolution names. Image versions restart with
-        # the process (Kafka's are metadata offsets, which do not), so new versions are kept
-        # above it: the first picture after loading is newer than every loaded resolution.
-        self._version_floor = 0
-        # Groups put back to their durable state after a failed write: their metadata hash
-        # may predate a topic change, so their next heartbeat compares it with the picture.
-        self._recheck: set[str] = set()
+
+    @property
+    def image(self) -> TopicImage:
+        """The shard's current topic picture."""
+        return self.topics.image
 
     # == replay ==============================================================================
     def replay(self, record: Record) -> None:
@@ -220,7 +221,7 @@ class ConsumerCoordinator:
             case ConsumerGroupRegularExpressionKey(regex=regex):
                 group.apply_regex(regex, value)  # type: ignore[arg-type]
                 if value is not None:
-                    self._version_floor = max(self._version_floor, value.version)  # type: ignore[union-attr]
+                    self.topics.raise_floor(value.version)  # type: ignore[union-attr]
 
     def _apply(self, records: Iterable[Record]) -> None:
         for record in records:
@@ -243,7 +244,7 @@ class ConsumerCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return Result()
-        self._recheck.add(group_id)
+        group.recheck_metadata = True
         return Result(timers=timers_after_load([group], self.session_timeout_of, now_ms))
 
     # == per-group configs (KIP-848: consumer.session.timeout.ms, consumer.heartbeat.interval.ms)
@@ -375,8 +376,8 @@ class ConsumerCoordinator:
         change = subscription_change(group, member, updated, removed, self.image, now_ms,
                                      refresh_interval_ms=self.config.regex_refresh_interval_ms,
                                      new_topics_version=self._new_topics_version,
-                                     recheck_metadata=group.group_id in self._recheck)
-        self._recheck.discard(group.group_id)
+                                     recheck_metadata=group.recheck_metadata)
+        group.recheck_metadata = False
         records += change.records
         group_epoch, refresh = change.group_epoch, change.refresh
 
@@ -425,16 +426,17 @@ class ConsumerCoordinator:
                 # their join and sync timers (mixed/classic_members.py) bound how long that takes.
                 timers += revocation_timers(group.group_id, updated, reconciled, now_ms)
         timers += round_timers
+        if refresh is not None:
+            timers.append(TimerOp(TimerKey(ConsumerTimer.CONSUMER_REGEX, group.group_id), now_ms))
+
+        self._apply(records)
+        # The volatile table of the group the records built (a new group is created by
+        # replaying them).
         if round_change is None:
             self.client_rounds.pop(group.group_id)
         elif round_change is not KEEP:
             self.client_rounds.put(round_change)
         if refresh is not None:
-            timers.append(TimerOp(TimerKey(TimerKind.CONSUMER_REGEX, group.group_id), now_ms))
-
-        self._apply(records)
-        if refresh is not None:
-            # On the group the records built (a new group is created by replaying them).
             self.groups[group.group_id].regex_refresh = refresh
         return reconciled, records, timers
 
@@ -470,19 +472,19 @@ class ConsumerCoordinator:
     # == timers ==============================================================================
     def on_timer(self, key: TimerKey, now_ms: int) -> Result:
         kind = key.kind
-        if kind is TimerKind.CONSUMER_CLIENT_ASSIGNMENT:
+        if kind is ConsumerTimer.CONSUMER_CLIENT_ASSIGNMENT:
             return self._applied(expired(key.group_id, key.epoch, self.groups,
                                          self.client_rounds, self._fallback_assignor(),
                                          self.image))
-        if kind is TimerKind.CONSUMER_REGEX:
+        if kind is ConsumerTimer.CONSUMER_REGEX:
             return self._resolve_regexes(key.group_id, now_ms)
-        if kind not in (TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION):
+        if kind not in (ConsumerTimer.CONSUMER_SESSION, ConsumerTimer.CONSUMER_REVOCATION):
             return Result()
         group = self.groups.get(key.group_id)
         member = None if group is None else group.members.get(key.member_id)
         if group is None or member is None:
             return Result()
-        if kind is TimerKind.CONSUMER_REVOCATION and (
+        if kind is ConsumerTimer.CONSUMER_REVOCATION and (
                 member.member_epoch != key.epoch
                 or member.state is not MemberState.UNREVOKED_PARTITIONS):
             return Result()  # it moved on in time
@@ -517,22 +519,13 @@ class ConsumerCoordinator:
         return fallback_assignor(self._assignors, self.config.assignors)
 
     # == topic metadata (`topic_changes.py`) =================================================
-    def next_image_version(self) -> int:
-        """The version a new topic picture must have here: above the last one and above
-        every version a loaded regex resolution names."""
-        return next_version(self.image, self._version_floor)
-
-    def on_metadata_change(self,
-                           topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo] | TopicImage,
-                           now_ms: int, version: int | None = None) -> Result:
-        """The broker's current topics (name -> (topic id, partition count)), or a picture
-        built once for every shard. Every group whose subscribed topics changed gets a new
-        epoch. Regexes are not resolved again (Kafka's onNewMetadataImage): a created topic
-        is only noted, so that the next heartbeat allowed to refresh a group's regexes does;
-        a deleted topic stays in resolutions until then."""
-        old = self.image
-        self.image = picture(topics, self.next_image_version() if version is None else version)
-        if self._new_topics_version == -1 or creates_topics(old, self.image):
+    def on_topics(self, previous: TopicImage, now_ms: int) -> Result:
+        """The shard's topic picture changed (`previous` was the last one). Every group
+        whose subscribed topics changed gets a new epoch. Regexes are not resolved again
+        (Kafka's onNewMetadataImage): a created topic is only noted, so that the next
+        heartbeat allowed to refresh a group's regexes does; a deleted topic stays in
+        resolutions until then."""
+        if self._new_topics_version == -1 or creates_topics(previous, self.image):
             self._new_topics_version = self.image.version
         return self._applied(Result(records=epoch_bumps(self.groups.values(), self.image)))
 
@@ -541,19 +534,3 @@ class ConsumerCoordinator:
         """ConsumerGroupDescribe (`describe.py`). A group this coordinator does not know is
         GROUP_ID_NOT_FOUND (the shard answers otherwise for a classic group of that name)."""
         return describe_groups(self.groups, self.image, self.config.assignors, group_ids)
-
-    def list_groups(self) -> list[ListedConsumerGroup]:
-        return [ListedConsumerGroup(g.group_id, g.state().value) for g in self.groups.values()]
-
-    def delete_group(self, group_id: str) -> tuple[ErrorCode, list[Record]]:
-        """DeleteGroups for one group: only an empty group may go (NON_EMPTY_GROUP otherwise).
-        Tombstones in an order replay accepts (`changes.deletion_records`)."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.group_id_not_found, []
-        if group.members:
-            return ErrorCode.non_empty_group, []
-        records = deletion_records(group)
-        self._apply(records)
-        self.client_rounds.pop(group_id)  # (its timer, if any, finds no round)
-        return ErrorCode.none, records

@@ -1,0 +1,18 @@
+"""The broker settings a shard's rules read, per group type (`coterie.broker.groups` maps
+the broker's properties, Kafka's names, onto them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coterie.group.classic.config import ClassicConfig
+from coterie.group.consumer.config import ConsumerGroupConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ShardConfig:
+    classic: ClassicConfig
+    consumer: ConsumerGroupConfig
+    client_assignment_timeout_ms: int = 10_000
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes
