@@ -126,6 +126,7 @@ from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     DescribedConsumerGroup,
+    SettledHeartbeat,
 )
 from coterie.group.consumer.reconciliation import FencedMember, reconcile
 from coterie.group.consumer.subscriptions import (
@@ -167,8 +168,8 @@ class ConsumerGroups:
                  client_assignment_timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         self.config = config
         self.new_member_id = new_member_id
-        self.groups: GroupsOf[ConsumerGroup] = GroupsOf(
-            {} if registry is None else registry, ConsumerGroup)
+        self._registry: dict[str, Any] = {} if registry is None else registry
+        self.groups: GroupsOf[ConsumerGroup] = GroupsOf(self._registry, ConsumerGroup)
         # Per-group session timeout and heartbeat interval (None: the broker's), set by
         # `set_group_config`; kept for groups that do not exist yet too, as Kafka keeps them.
         self.group_configs: dict[str, tuple[int | None, int | None]] = {}
@@ -286,8 +287,7 @@ class ConsumerGroups:
         except Refused as refused:
             return Result(ConsumerHeartbeatResponse(refused.code, refused.message))
 
-    def settled_heartbeat(self, group_id: str, member_id: str, member_epoch: int,
-                          client_id: str, client_host: str, now_ms: int) -> Result | None:
+    def settled_heartbeat(self, req: SettledHeartbeat, now_ms: int) -> Result | None:
         """The answer to a settled member's heartbeat that changes nothing, or None to take
         the general path (`heartbeat`). Most heartbeats of a group are these, so they skip
         the step-by-step (validation, update, target, reconciliation). The caller has seen
@@ -299,9 +299,12 @@ class ConsumerGroups:
         write no record, compute no target, keep the member as it is, and answer with its
         epoch and no assignment after pushing its session timer back: exactly this.
         (`tests/unit/group/test_consumer_steady_path.py` holds the two paths to the same
-        answers.)"""
-        group = self.groups.get(group_id)
-        if group is None or group.group_epoch != group.assignment_epoch:
+        answers.) The shard's door hands it any group's settled heartbeat: the id of a group
+        of another type goes down the general path too. The hottest path of the broker, so
+        the registry is read without the typed view."""
+        group_id, member_id, member_epoch, client_id, client_host = req
+        group = self._registry.get(group_id)
+        if group.__class__ is not ConsumerGroup or group.group_epoch != group.assignment_epoch:
             return None
         member = group.members.get(member_id)
         if (member is None or member_epoch <= 0 or member.member_epoch != member_epoch
@@ -314,10 +317,20 @@ class ConsumerGroups:
                 refresh_interval_ms=self.config.regex_refresh_interval_ms,
                 new_topics_version=self._new_topics_version) is not None:
             return None  # the general path asks for the resolution this heartbeat is due
+        # `heartbeat_interval_of` and `session_timer` (the member speaks the consumer
+        # protocol: the group's session timeout), inlined: this path is the hottest.
+        own = self.group_configs.get(group_id)
+        config = self.config
+        if own is None:
+            interval, timeout = config.heartbeat_interval_ms, config.session_timeout_ms
+        else:
+            interval = config.heartbeat_interval_ms if own[1] is None else own[1]
+            timeout = config.session_timeout_ms if own[0] is None else own[0]
         return Result(ConsumerHeartbeatResponse(
-            ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_of(group_id),
-        ), timers=[self.session_timer(group.group_id, member.member_id, now_ms, member)])
+            ErrorCode.none, member_id=member_id, member_epoch=member_epoch,
+            heartbeat_interval_ms=interval,
+        ), timers=[TimerOp(TimerKey(ConsumerTimer.CONSUMER_SESSION, group_id, member_id),
+                           now_ms + timeout)])
 
     def check(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse | None:
         """The error answer for a heartbeat that is invalid on its face (before any group is

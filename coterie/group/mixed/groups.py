@@ -138,7 +138,9 @@ class MixedGroups:
             HeartbeatRequest: self.heartbeat,
             LeaveGroupRequest: self.leave_group,
             ConsumerHeartbeatRequest: self.consumer_heartbeat,
-            SettledHeartbeat: self.settled_heartbeat,
+            # Straight to the consumer core (the broker's hottest path): it sends any id
+            # that is not a settled consumer group's down the general path.
+            SettledHeartbeat: self.consumer.settled_heartbeat,
             PrepareAssignmentRequest: self.prepare_assignment,
             InstallAssignmentRequest: self.install_assignment,
             DescribeGroupRequest: self.describe_group,
@@ -217,13 +219,6 @@ class MixedGroups:
         return self.classic.leave_group(req, now_ms)
 
     # == ConsumerGroupHeartbeat ===============================================================
-    def settled_heartbeat(self, req: SettledHeartbeat, now_ms: int) -> Result | None:
-        """A ConsumerGroupHeartbeat that sets no field, from a settled member of a consumer
-        group: its answer, or None to send the request through `consumer_heartbeat`
-        (`ConsumerGroups.settled_heartbeat`)."""
-        return self.consumer.settled_heartbeat(req.group_id, req.member_id, req.member_epoch,
-                                               req.client_id, req.client_host, now_ms)
-
     def consumer_heartbeat(self, req: ConsumerHeartbeatRequest, now_ms: int) -> Result:
         invalid = self.consumer.check(req)
         if invalid is not None:

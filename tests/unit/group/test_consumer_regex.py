@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from coterie.broker.config import BrokerConfig, ConfigError
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.kinds import ConsumerTimer
-from coterie.group.consumer.messages import ConsumerHeartbeatRequest
+from coterie.group.consumer.messages import ConsumerHeartbeatRequest, SettledHeartbeat
 from coterie.group.records.consumer import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
@@ -30,6 +30,7 @@ from .consumer_harness import ConsumerHarness, change_topics, delete_group, mid
 from .mixed_harness import MixedHarness
 
 A, B = mid("A"), mid("B")
+SETTLED = SettledHeartbeat("g", A, 2, "client", "/127.0.0.1")  # A settled at epoch 2
 REGEX_TIMER = TimerKey(ConsumerTimer.CONSUMER_REGEX, "g")
 TOPICS = {"orders": 2, "prefix-a": 1, "prefix-b": 1, "other": 1}
 
@@ -288,9 +289,9 @@ def test_the_shortcut_steps_aside_when_a_refresh_is_due():
     joined_and_resolved(h)
     h.set_topics({**TOPICS, "prefix-c": 1})
     h.advance(5_000)
-    assert h.coordinator.settled_heartbeat("g", A, 2, "client", "/127.0.0.1", h.now)
+    assert h.coordinator.settled_heartbeat(SETTLED, h.now)
     h.advance(6_000)
-    assert h.coordinator.settled_heartbeat("g", A, 2, "client", "/127.0.0.1", h.now) is None
+    assert h.coordinator.settled_heartbeat(SETTLED, h.now) is None
     h.heartbeat(A, 2)
     assert REGEX_TIMER in h.timers
 

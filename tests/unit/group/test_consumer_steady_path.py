@@ -15,7 +15,11 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 
-from coterie.group.consumer.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResponse
+from coterie.group.consumer.messages import (
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+    SettledHeartbeat,
+)
 from coterie.group.result import Result
 
 from .consumer_harness import ConsumerHarness, mid
@@ -33,8 +37,8 @@ def _sets_no_field(req: ConsumerHeartbeatRequest) -> bool:
 
 
 def _shortcut(h: ConsumerHarness, req: ConsumerHeartbeatRequest) -> Result | None:
-    return h.coordinator.settled_heartbeat(req.group_id, req.member_id, req.member_epoch,
-                                           req.client_id, req.client_host, h.now)
+    return h.coordinator.settled_heartbeat(SettledHeartbeat(
+        req.group_id, req.member_id, req.member_epoch, req.client_id, req.client_host), h.now)
 
 
 def _checked_request(self: ConsumerHarness,
