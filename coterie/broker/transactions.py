@@ -25,7 +25,7 @@ import asyncio
 import datetime
 import io
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch
@@ -87,6 +87,32 @@ class TxnRuntime:
 
     def manager(self, tid: str) -> TxnManager:
         return self.managers[self.partition_of(tid)]
+
+    # -- the door --------------------------------------------------------------------------
+    def handle(self, tid: str, operation: Callable[[TxnManager, int], TxnResult]) -> TxnResult:
+        """The handlers' way in: `operation(manager, now_ms)` on the core of `tid`'s
+        partition, its records persisted before the answer (`run`); until loading is done,
+        COORDINATOR_LOAD_IN_PROGRESS, once here for every API."""
+        if not self.loaded:
+            return TxnResult(ErrorCode.coordinator_load_in_progress)
+        return self.run(tid, operation(self.manager(tid), self.now_ms()))
+
+    def describe(self, tid: str) -> TxnMetadata | ErrorCode:
+        """DescribeTransactions of one id: its state, or the error (loading, not found)."""
+        if not self.loaded:
+            return ErrorCode.coordinator_load_in_progress
+        meta = self.manager(tid).describe(tid) if tid else None
+        return ErrorCode.transactional_id_not_found if meta is None else meta
+
+    def listing(self, states: list[str], producer_ids: Iterable[int],
+                duration_ms: int) -> list[TxnMetadata] | None:
+        """ListTransactions over every partition (filters as `TxnManager.listing`); None
+        while loading."""
+        if not self.loaded:
+            return None
+        now = self.now_ms()
+        return [m for manager in self.managers
+                for m in manager.listing(states, producer_ids, duration_ms, now)]
 
     # -- loading --------------------------------------------------------------------------
     async def load(self) -> None:

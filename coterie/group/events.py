@@ -30,7 +30,7 @@ Partitions are named "topic-partition".
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from coterie.group.timers import TimerKind
@@ -82,6 +82,20 @@ def event(ts: int, group: str, protocol: str, kind: str, generation: int,
           member: str | None, details: dict[str, Any]) -> Event:
     return {"ts": ts, "group": group, "protocol": protocol, "type": kind,
             "generation": generation, "member": member, "details": details}
+
+
+def departure(emit: Callable[..., None], member_id: str, client_id: str,
+              instance_id: str | None, cause: TimerKind | None,
+              reasons: Mapping[TimerKind, str]) -> None:
+    """A member that went: fenced, with the reason its type gives the timer that removed
+    it (`reasons`), or, with no such timer firing, left."""
+    reason = None if cause is None else reasons.get(cause)
+    if reason is not None:
+        emit("member_fenced", member_id, reason=reason, client_id=client_id,
+             instance_id=instance_id)
+    else:
+        emit("member_left", member_id, reason="left the group", client_id=client_id,
+             instance_id=instance_id)
 
 
 class EventDeriver:

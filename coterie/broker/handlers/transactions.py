@@ -36,12 +36,10 @@ def init_transactional(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond({"throttle_time": 0, "error_code": error, "producer_id": pid,
                             "producer_epoch": epoch})
 
-    if not runtime.loaded:
-        return answer(ErrorCode.coordinator_load_in_progress)
     tid = request.transactional_id
-    result = runtime.run(tid, runtime.manager(tid).init_producer_id(
+    result = runtime.handle(tid, lambda manager, now: manager.init_producer_id(
         tid, millis(request.transaction_timeout), getattr(request, "producer_id", -1),
-        getattr(request, "producer_epoch", -1), ctx.services.now_ms()))
+        getattr(request, "producer_epoch", -1), now))
     return answer(result.error, result.producer_id, result.producer_epoch)
 
 
@@ -57,44 +55,32 @@ def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
                 for p in t.partitions or ()]} for t in topics]})
 
     wanted = [(t.name, p) for t in topics for p in t.partitions or ()]
-    if not runtime.loaded:
-        return answer(dict.fromkeys(wanted, ErrorCode.coordinator_load_in_progress))
     logs = ctx.services.logs
     unknown = {tp for tp in wanted
                if validate_topic_name(tp[0]) is not None or logs.partition(*tp) is None}
     if unknown:
-        # Kafka refuses the whole request: the unknown partitions with their error, the
-        # others OPERATION_NOT_ATTEMPTED.
+        # Kafka refuses the whole request (before asking its transaction coordinator): the
+        # unknown partitions with their error, the others OPERATION_NOT_ATTEMPTED.
         return answer({tp: ErrorCode.unknown_topic_or_partition if tp in unknown
                        else ErrorCode.operation_not_attempted for tp in wanted})
-    result = runtime.run(tid, runtime.manager(tid).add_partitions(
+    result = runtime.handle(tid, lambda manager, now: manager.add_partitions(
         tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted,
-        ctx.services.now_ms()))
+        now))
     return answer(dict.fromkeys(wanted, result.error))
 
 
 def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
-    runtime = _runtime(ctx)
-    if not runtime.loaded:
-        return ctx.respond({"throttle_time": 0,
-                            "error_code": ErrorCode.coordinator_load_in_progress})
     tid = request.transactional_id
-    result = runtime.run(tid, runtime.manager(tid).add_offsets(
-        tid, request.producer_id, request.producer_epoch, request.group_id,
-        ctx.services.now_ms()))
+    result = _runtime(ctx).handle(tid, lambda manager, now: manager.add_offsets(
+        tid, request.producer_id, request.producer_epoch, request.group_id, now))
     return ctx.respond({"throttle_time": 0, "error_code": result.error})
 
 
 def end_txn(ctx: RequestContext, request: Any) -> Any:
-    runtime = _runtime(ctx)
-    if not runtime.loaded:
-        return ctx.respond({"throttle_time": 0,
-                            "error_code": ErrorCode.coordinator_load_in_progress})
     tid = request.transactional_id
     tv2 = ctx.api_version >= TV2_END_TXN
-    result = runtime.run(tid, runtime.manager(tid).end_txn(
-        tid, request.producer_id, request.producer_epoch, request.committed,
-        ctx.services.now_ms(), tv2=tv2))
+    result = _runtime(ctx).handle(tid, lambda manager, now: manager.end_txn(
+        tid, request.producer_id, request.producer_epoch, request.committed, now, tv2=tv2))
     # v5 answers with the producer id and epoch of the client's next transaction.
     return ctx.respond({"throttle_time": 0, "error_code": result.error,
                         "producer_id": result.producer_id,
@@ -111,12 +97,9 @@ def describe_transactions(ctx: RequestContext, request: Any) -> Any:
         entry: dict[str, Any] = {"transactional_id": tid, "transaction_state": "",
                                  "transaction_timeout": 0, "transaction_start_time": -1,
                                  "producer_id": -1, "producer_epoch": -1, "topics": []}
-        if not runtime.loaded:
-            states.append({**entry, "error_code": ErrorCode.coordinator_load_in_progress})
-            continue
-        meta = runtime.manager(tid).describe(tid) if tid else None
-        if meta is None:
-            states.append({**entry, "error_code": ErrorCode.transactional_id_not_found})
+        meta = runtime.describe(tid)
+        if isinstance(meta, ErrorCode):
+            states.append({**entry, "error_code": meta})
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(meta.partitions):
@@ -134,21 +117,17 @@ def describe_transactions(ctx: RequestContext, request: Any) -> Any:
 def list_transactions(ctx: RequestContext, request: Any) -> Any:
     """ListTransactions v0-v1 (`kafka-transactions list`), with Kafka's filters: states
     (unknown names are echoed back), producer ids, and (v1) how long a transaction has run."""
-    runtime = _runtime(ctx)
-    if not runtime.loaded:
-        return ctx.respond({"throttle_time": 0,
-                            "error_code": ErrorCode.coordinator_load_in_progress,
-                            "unknown_state_filters": [], "transaction_states": []})
     known = {s.label.lower() for s in TxnState}
     wanted = list(request.state_filters or ())
     unknown = [s for s in wanted if s.lower() not in known]
-    now = ctx.services.now_ms()
-    listed = []
-    for manager in runtime.managers:
-        listed += manager.listing([s for s in wanted if s.lower() in known] or
-                                  ([] if not wanted else ["-none-"]),
-                                  request.producer_id_filters or (),
-                                  getattr(request, "duration_filter", -1), now)
+    listed = _runtime(ctx).listing([s for s in wanted if s.lower() in known] or
+                                   ([] if not wanted else ["-none-"]),
+                                   request.producer_id_filters or (),
+                                   getattr(request, "duration_filter", -1))
+    if listed is None:
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": ErrorCode.coordinator_load_in_progress,
+                            "unknown_state_filters": [], "transaction_states": []})
     return ctx.respond({"throttle_time": 0, "error_code": ErrorCode.none,
                         "unknown_state_filters": unknown,
                         "transaction_states": [

@@ -22,6 +22,7 @@ from coterie.group.classic.membership import ClassicState
 from coterie.group.events import (
     Event,
     NameOf,
+    departure,
     event,
     partition_name,
     sorted_partitions,
@@ -122,12 +123,7 @@ def _derive(gid: str, before: ClassicSnapshot | None, after: ClassicSnapshot | N
     gone = [m for m in b.members if m not in a.members]
     for mid in gone:
         view = b.members[mid]
-        if cause in FENCE_REASONS:
-            emit("member_fenced", mid, reason=FENCE_REASONS[cause],  # type: ignore[index]
-                 client_id=view.client_id, instance_id=view.instance_id)
-        else:
-            emit("member_left", mid, reason="left the group",
-                 client_id=view.client_id, instance_id=view.instance_id)
+        departure(emit, mid, view.client_id, view.instance_id, cause, FENCE_REASONS)
         revoke(mid, held(mid, forget=True), "member left")
     for mid, view in a.members.items():
         if mid not in b.members:

@@ -23,12 +23,9 @@ from coterie.group.classic.kinds import ClassicTimer
 from coterie.group.classic.membership import ClassicMember, ClassicState
 from coterie.group.classic.messages import UNKNOWN_MEMBER_ID, JoinGroupRequest, JoinGroupResponse
 from coterie.group.classic.rebalance import (
-    arm_join_phase,
+    join_into_phase,
     join_response,
-    maybe_complete_join,
-    park_join,
     session_timer,
-    start_join_phase,
     update_member,
 )
 from coterie.group.classic.static import rejoin_static
@@ -133,36 +130,29 @@ def _join_known(group: ClassicGroup, config: ClassicConfig, req: JoinGroupReques
         return Result(JoinGroupResponse(fenced, member_id=member_id))
     member = group.members[member_id]
     if group.is_(S.PREPARING_REBALANCE):
-        result = Result()
-        park_join(group, member_id, req, result)
-        update_member(group.view, member_id, req)
-        result.merge(maybe_complete_join(group, now_ms))
-        return result
+        return _rejoin(group, config, req, now_ms, "rejoined")
     if group.is_(S.COMPLETING_REBALANCE):
         if member.same_protocols(req.protocols):
             # A retry whose earlier answer was lost: answer again, as it was.
             return Result(join_response(group, member_id),
                           timers=[session_timer(group.group_id, member, now_ms)])
-        return _rejoin_and_rebalance(group, config, req, now_ms, "metadata changed")
+        return _rejoin(group, config, req, now_ms, "metadata changed")
     if group.is_(S.STABLE):
         if member_id == group.leader or not member.same_protocols(req.protocols):
             # The leader rejoins to make the group reassign (e.g. topic metadata changed),
             # and anyone with a new subscription forces a new generation.
-            return _rejoin_and_rebalance(group, config, req, now_ms,
-                                         "leader or metadata changed")
+            return _rejoin(group, config, req, now_ms, "leader or metadata changed")
         return Result(join_response(group, member_id),
                       timers=[session_timer(group.group_id, member, now_ms)])
     return Result(JoinGroupResponse(ErrorCode.unknown_member_id, member_id=member_id))
 
 
-def _rejoin_and_rebalance(group: ClassicGroup, config: ClassicConfig, req: JoinGroupRequest,
-                          now_ms: int, why: str) -> Result:
-    """A known member of a Stable or CompletingRebalance group starts a join phase."""
-    result = start_join_phase(group, now_ms, why)
-    update_member(group.view, req.member_id, req)
-    park_join(group, req.member_id, req, result)
-    result.merge(arm_join_phase(group, config, now_ms))
-    return result
+def _rejoin(group: ClassicGroup, config: ClassicConfig, req: JoinGroupRequest, now_ms: int,
+            why: str) -> Result:
+    """A known member rejoins: into the join phase that runs, or one it starts."""
+    return join_into_phase(group, config, req, req.member_id,
+                           lambda draft: update_member(draft, req.member_id, req), now_ms,
+                           why, Result())
 
 
 def _add_member(group: ClassicGroup, config: ClassicConfig, req: JoinGroupRequest,
@@ -175,7 +165,6 @@ def _add_member(group: ClassicGroup, config: ClassicConfig, req: JoinGroupReques
         protocol_type=req.protocol_type, protocols=req.protocols,
     )
     phase = group.live.join_phase
-    result = Result()
     if phase is not None and phase.initial_deadline is not None:
         # Only a member that arrives while a join phase that started from Empty (a new
         # group's, or one whose members had all gone) is in its initial delay extends
@@ -183,13 +172,5 @@ def _add_member(group: ClassicGroup, config: ClassicConfig, req: JoinGroupReques
         # member would always wait two delays (Kafka's rule: PreparingRebalance entered
         # from Empty).
         phase.new_member_added = True
-    starting = phase is None
-    if starting:
-        result.merge(start_join_phase(group, now_ms, f"{member_id} joined"))
-    group.view.add(member)
-    park_join(group, member_id, req, result)
-    if starting:
-        result.merge(arm_join_phase(group, config, now_ms))
-    else:
-        result.merge(maybe_complete_join(group, now_ms))
-    return result
+    return join_into_phase(group, config, req, member_id, lambda draft: draft.add(member),
+                           now_ms, f"{member_id} joined", Result())

@@ -16,6 +16,8 @@ JoinGroup, and the answer a member gets for the current generation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.config import ClassicConfig
@@ -135,6 +137,22 @@ def arm_join_phase(group: ClassicGroup, config: ClassicConfig, now_ms: int) -> R
     result = Result(timers=[TimerOp(TimerKey(ClassicTimer.JOIN, group.group_id),
                                     now_ms + draft.max_rebalance_timeout_ms())])
     result.merge(maybe_complete_join(group, now_ms))
+    return result
+
+
+def join_into_phase(group: ClassicGroup, config: ClassicConfig, req: JoinGroupRequest,
+                    member_id: str, change: Callable[[Membership], object], now_ms: int,
+                    why: str, result: Result) -> Result:
+    """A JoinGroup that takes part in the group's join phase, starting one (for `why`) if
+    none runs: `change` makes the draft hold the member as its request describes it, the
+    request parks, and the phase is armed, or, already running, may now complete."""
+    starting = group.live.join_phase is None
+    if starting:
+        result.merge(start_join_phase(group, now_ms, why))
+    change(group.view)
+    park_join(group, member_id, req, result)
+    result.merge(arm_join_phase(group, config, now_ms) if starting
+                 else maybe_complete_join(group, now_ms))
     return result
 
 

@@ -16,16 +16,13 @@ from kio.schema.errors import ErrorCode
 
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.classic.group import ClassicGroup
-from coterie.group.classic.membership import ClassicState
+from coterie.group.classic.membership import ClassicState, Membership
 from coterie.group.classic.messages import JoinGroupRequest, JoinGroupResponse, SyncGroupResponse
 from coterie.group.classic.rebalance import (
-    arm_join_phase,
+    join_into_phase,
     join_response,
-    maybe_complete_join,
     no_session_timer,
-    park_join,
     session_timer,
-    start_join_phase,
     update_member,
     write,
 )
@@ -77,14 +74,10 @@ def rejoin_static(group: ClassicGroup, config: ClassicConfig, new_id: str,
             skip_assignment=skip,
         )
         return result
-    starting = not group.is_(S.PREPARING_REBALANCE)
-    if starting:
-        result.merge(start_join_phase(group, now_ms, "static member rejoined"))
-    group.view.replace_static(old_id, new_id)
-    update_member(group.view, new_id, req)
-    park_join(group, new_id, req, result)
-    if starting:
-        result.merge(arm_join_phase(group, config, now_ms))
-    else:
-        result.merge(maybe_complete_join(group, now_ms))
-    return result
+
+    def replace(draft: Membership) -> None:
+        draft.replace_static(old_id, new_id)
+        update_member(draft, new_id, req)
+
+    return join_into_phase(group, config, req, new_id, replace, now_ms,
+                           "static member rejoined", result)

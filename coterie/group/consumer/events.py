@@ -15,6 +15,7 @@ from coterie.group.consumer.kinds import ConsumerTimer
 from coterie.group.events import (
     Event,
     NameOf,
+    departure,
     event,
     partition_name,
     sorted_partitions,
@@ -81,12 +82,7 @@ def _derive(gid: str, before: ConsumerSnapshot | None, after: ConsumerSnapshot |
     for mid, view in b.members.items():
         if mid in a.members:
             continue
-        if cause in FENCE_REASONS:
-            emit("member_fenced", mid, reason=FENCE_REASONS[cause],  # type: ignore[index]
-                 client_id=view.client_id, instance_id=view.instance_id)
-        else:
-            emit("member_left", mid, reason="left the group", client_id=view.client_id,
-                 instance_id=view.instance_id)
+        departure(emit, mid, view.client_id, view.instance_id, cause, FENCE_REASONS)
         if view.owned:
             emit("partitions_revoked", mid, partitions=names(view.owned),
                  count=len(view.owned), reason="member left")
