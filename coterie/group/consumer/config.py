@@ -30,7 +30,7 @@ class ConsumerGroupConfig:
     # group.consumer.assignors: the first is the default for groups where nobody asks.
     assignors: tuple[str, ...] = ("uniform", "range")
     # group.consumer.migration.policy: whether groups convert between the classic and the
-    # consumer protocol online (read by group_coordinator.GroupCoordinator).
+    # consumer protocol online (read by the mixed kind, coterie.group.mixed.groups).
     migration_policy: str = "bidirectional"
     # group.consumer.regex.refresh.interval.ms: how old a group's regex resolutions may get
     # before a heartbeat refreshes them even though no topic was created (Kafka's internal

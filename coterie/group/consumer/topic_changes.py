@@ -1,5 +1,5 @@
-"""Topic changes (`ConsumerCoordinator.on_metadata_change`): the coordinator's picture of the
-broker's topics, its versions, and the groups a change concerns.
+"""Topic changes (`ConsumerGroups.on_topics`): what a new picture of the broker's topics
+means for consumer groups.
 
 A change resolves no regex (Kafka's onNewMetadataImage): a created topic only makes the next
 heartbeat allowed to refresh a group's regexes do so (`subscriptions.regex_refresh` compares
@@ -12,34 +12,18 @@ next heartbeat.
 Versions. Every picture has a version above the last one (the broker builds one picture per
 change for all shards). Image versions restart with the process, whereas Kafka's are
 metadata offsets, which do not; so a new version must also be above every version a loaded
-regex resolution names (`next_version`'s `floor`), or a picture after a restart would look
-older than resolutions made before it.
+regex resolution names (the shard's `Topics` keeps that floor, raised by the replay of
+resolutions), or a picture after a restart would look older than resolutions made before it.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from coterie.group.consumer.changes import epoch_record
 from coterie.group.consumer.group import ConsumerGroup
 from coterie.group.records.record import Record
-from coterie.group.topic_image import TopicImage, TopicInfo
-
-
-def next_version(image: TopicImage, floor: int) -> int:
-    """The version a new topic picture must have: above the current one (`image`) and above
-    `floor`, the highest version a loaded regex resolution names."""
-    return max(image.version, floor) + 1
-
-
-def picture(topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo] | TopicImage,
-            version: int) -> TopicImage:
-    """The new picture: `topics` itself if it is one (built once for every shard), else
-    the broker's topics (name -> (topic id, partition count)) at `version`."""
-    if isinstance(topics, TopicImage):
-        return topics
-    return TopicImage.of(topics, version)
+from coterie.group.topic_image import TopicImage
 
 
 def creates_topics(old: TopicImage, new: TopicImage) -> bool:

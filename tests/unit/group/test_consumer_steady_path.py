@@ -1,4 +1,4 @@
-"""The settled-heartbeat shortcut (`ConsumerCoordinator.settled_heartbeat`) must answer
+"""The settled-heartbeat shortcut (`ConsumerGroups.settled_heartbeat`) must answer
 exactly as the general path does whenever it answers at all.
 
 Under the same random interleavings the safety property uses (joins, lost answers, acks,

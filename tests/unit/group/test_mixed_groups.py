@@ -1,7 +1,7 @@
 """Mixed groups: online upgrade member by member, downgrade, the migration policies, classic
 members' requests inside a consumer group, their timers, and every refusal.
 
-Every test drives a GroupCoordinator (classic and consumer cores behind one facade) with
+Every test drives the mixed kind (`MixedGroups`: classic and consumer cores together) with
 virtual time, and checks that replaying the records written (through the bytes) rebuilds the
 same groups.
 """
