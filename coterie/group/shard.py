@@ -70,7 +70,7 @@ from coterie.group.offsets.store import (
 )
 from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
 from coterie.group.records.record import Record
-from coterie.group.registry import REGISTERED
+from coterie.group.registry import REGISTERED, Registration
 from coterie.group.result import Result, TimerOp, VerifyTransaction
 from coterie.group.timers import TimerKey
 from coterie.group.topic_image import TopicImage, TopicInfo, Topics
@@ -106,7 +106,10 @@ class GroupShard:
 
     def __init__(self, partition: int, config: ShardConfig,
                  new_member_id: Callable[[str], str],
-                 new_consumer_member_id: Callable[[], str]) -> None:
+                 new_consumer_member_id: Callable[[], str],
+                 registrations: tuple[Registration, ...] = REGISTERED) -> None:
+        """`registrations`: the group kinds it serves (`registry.REGISTERED`; tests add
+        one of their own)."""
         self.partition = partition
         self.config = config
         self.groups: dict[str, Group] = {}
@@ -116,7 +119,7 @@ class GroupShard:
         self.durable = DurableView()
         ctx = ShardContext(partition, config, self.groups, self.offsets, self.topics,
                            new_member_id, new_consumer_member_id)
-        self.kinds: list[GroupKind] = [r.build(ctx) for r in REGISTERED]
+        self.kinds: list[GroupKind] = [r.build(ctx) for r in registrations]
         self._handlers: dict[type, Handler] = {
             OffsetCommitRequest: self.offset_commit,
             TxnOffsetCommitRequest: self.txn_offset_commit,

@@ -38,6 +38,10 @@ Routing:
 - ConsumerGroupPrepareAssignment / ConsumerGroupInstallAssignment (coterie extensions for
   client-side assignors, `consumer/client_assignment.py`): the consumer core; an id held
   by a classic group is GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
+- An id held by a group of another type (a kind registered beside this one) is never taken
+  over: JoinGroup answers INCONSISTENT_GROUP_PROTOCOL, SyncGroup, Heartbeat and LeaveGroup
+  UNKNOWN_MEMBER_ID (as for an unknown group), ConsumerGroupHeartbeat and the assignor
+  extension GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
 - DescribeGroups describes classic groups only (Kafka 4.x): a group of any other type is
   Dead before v6, GROUP_ID_NOT_FOUND "not a classic group" from v6; an id with only
   committed offsets is an Empty classic group. ConsumerGroupDescribe: a group of any other
@@ -67,7 +71,9 @@ from coterie.group.classic.messages import (
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
+    LeaveGroupResponse,
     SyncGroupRequest,
+    SyncGroupResponse,
 )
 from coterie.group.consumer.client_assignment import (
     InstallAssignmentRequest,
@@ -174,11 +180,20 @@ class MixedGroups:
                                        config.get(HEARTBEAT_INTERVAL))
 
     # == JoinGroup / SyncGroup / Heartbeat / LeaveGroup =======================================
+    def _foreign(self, group_id: str) -> bool:
+        """Whether the id is held by a group of a type this kind does not serve (it must
+        not create a second group under that id)."""
+        group = self._ctx.groups.get(group_id)
+        return group is not None and not isinstance(group, (ClassicGroup, ConsumerGroup))
+
     def join_group(self, req: JoinGroupRequest, now_ms: int) -> Result:
         refusal = self.classic.validate_join(req)
         if refusal is not None:
             return Result(refusal)
         gid = req.group_id
+        if self._foreign(gid):
+            return Result(JoinGroupResponse(ErrorCode.inconsistent_group_protocol,
+                                            member_id=req.member_id))
         group = self.consumer.groups.get(gid)
         if group is None:
             return self.classic.join_group(req, now_ms)
@@ -203,16 +218,23 @@ class MixedGroups:
         return result
 
     def sync_group(self, req: SyncGroupRequest, now_ms: int) -> Result:
+        if self._foreign(req.group_id):
+            return Result(SyncGroupResponse(ErrorCode.unknown_member_id))
         if req.group_id in self.consumer.groups:
             return self.classic_members.sync(req, now_ms)
         return self.classic.sync_group(req, now_ms)
 
     def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> Result:
+        if self._foreign(req.group_id):
+            return Result(ErrorCode.unknown_member_id)
         if req.group_id in self.consumer.groups:
             return self.classic_members.heartbeat(req, now_ms)
         return self.classic.heartbeat(req, now_ms)
 
     def leave_group(self, req: LeaveGroupRequest, now_ms: int) -> Result:
+        if self._foreign(req.group_id):
+            return Result(LeaveGroupResponse(ErrorCode.unknown_member_id, tuple(
+                (m, ErrorCode.unknown_member_id) for m in req.members)))
         if req.group_id in self.consumer.groups:
             result = self.classic_members.leave(req, now_ms)
             return self._maybe_downgrade(req.group_id, result, now_ms)
@@ -224,6 +246,8 @@ class MixedGroups:
         if invalid is not None:
             return Result(invalid)
         gid = req.group_id
+        if self._foreign(gid):
+            return _not_found(f"Group {gid} is not a consumer group.")
         classic_group = self.classic.groups.get(gid)
         if classic_group is None:
             result = self.consumer.heartbeat(req, now_ms, validated=True)
@@ -262,13 +286,13 @@ class MixedGroups:
 
     # == client-side assignors (coterie extension) =============================================
     def prepare_assignment(self, req: PrepareAssignmentRequest, now_ms: int) -> Result:
-        if req.group_id in self.classic.groups:
+        if req.group_id in self._ctx.groups and req.group_id not in self.consumer.groups:
             return Result(PrepareAssignmentResponse(
                 ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."))
         return self.consumer.prepare_assignment(req, now_ms)
 
     def install_assignment(self, req: InstallAssignmentRequest, now_ms: int) -> Result:
-        if req.group_id in self.classic.groups:
+        if req.group_id in self._ctx.groups and req.group_id not in self.consumer.groups:
             return Result(InstallAssignmentResponse(
                 ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."))
         return self.consumer.install_assignment(req, now_ms)
