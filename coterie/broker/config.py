@@ -32,6 +32,9 @@ DEFAULTS: dict[str, str] = {
     "producer.id.expiration.ms": str(24 * 60 * 60 * 1000),
     "producer.id.expiration.check.interval.ms": str(10 * 60 * 1000),
     "queued.max.requests": "500",
+    # Bytes large frames being received may reserve together (coterie.broker.request_memory);
+    # Kafka's default is no bound (-1), coterie's is 100 MiB (docs/decisions.md).
+    "queued.max.request.bytes": str(100 * 1024 * 1024),
     # Connection limits and idle expiry, Kafka's names and defaults (coterie.broker.connections).
     "max.connections": str(2**31 - 1),
     "max.connections.per.ip": str(2**31 - 1),

@@ -49,15 +49,17 @@ from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
 from coterie.broker.handlers.api_versions import unsupported_version_answer
 from coterie.broker.handlers.consumer_groups import SteadyAnswers
-from coterie.broker.large import OffLoop, encoded_off_loop
+from coterie.broker.large import BIG_FRAME, OffLoop, decoded_big, encoded_off_loop
 from coterie.broker.log_cleaner import LogCleaner
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from coterie.broker.producer_ids import ProducerIdAllocator
+from coterie.broker.request_memory import RequestMemory
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.transactions import TXN_DEFAULTS, TxnRuntime
 from coterie.broker.waiters import FetchWaiters
+from coterie.common.partitioning import give_back, lend
 from coterie.common.shared_table import shared_str
 from coterie.log.errors import InvalidConfigError
 from coterie.log.files import unlink_all
@@ -128,7 +130,8 @@ class ClientConnection(Connection):
         self.broker = broker
         self.fd = fd
         self.port = port
-        self.frames = FrameBuffer(broker.config.socket_request_max_bytes)
+        self.frames = FrameBuffer(broker.config.socket_request_max_bytes,
+                                  broker.request_memory)
         self.out: bytearray | None = None
         self.sent: asyncio.Future | None = None  # resolved when `out` is empty again
         self.busy = False
@@ -301,6 +304,8 @@ class ClientConnection(Connection):
         self.fd = -1
         self.closed = True
         broker = self.broker
+        self.frames.close()
+        broker.request_memory.forget(self)
         broker.poller.remove(fd)
         os.close(fd)
         broker.connections.remove(self)
@@ -318,6 +323,7 @@ class ClientConnection(Connection):
         if self.fd < 0:
             return
         read = (not self.closed and not self.eof and not self.write_paused
+                and not self.frames.blocked
                 and (not self.busy or self.frames.pending <= READ_LIMIT))
         write = self.out is not None or self.sent is not None
         if read is not self.reading or write is not self.writing:
@@ -363,7 +369,11 @@ class ClientConnection(Connection):
         except Exception as e:
             self._give_up(e)
             return
-        if self.eof and not self.closed:
+        if self.frames.blocked and not self.closed:
+            # A large frame waits for request memory (coterie.broker.request_memory).
+            self.broker.request_memory.wait(self, self._memory_back)
+            self._update_watch()
+        elif self.eof and not self.closed:
             self._close_when_sent()
         elif not self.reading:
             self._update_watch()
@@ -378,6 +388,19 @@ class ClientConnection(Connection):
             log.error("closing connection from %s: serving it failed", self.peer,
                       exc_info=error)
         self.close()
+
+    def _memory_back(self) -> None:
+        """Request memory was given back: try again for the large frame, on the loop's next
+        round (not inside the release that woke us)."""
+        asyncio.get_running_loop().call_soon(self._retry_frame)
+
+    def _retry_frame(self) -> None:
+        if self.closed:
+            return
+        if not self.busy and not self.write_paused:
+            self._serve()
+        else:
+            self._update_watch()
 
     def _next_turn(self) -> None:
         self.busy = False
@@ -526,6 +549,7 @@ class Broker:
         # Every connection reads into this buffer, then keeps what it got (one per broker:
         # os.readv lets other threads run, and a test may run two brokers in threads).
         read_buffer = bytearray(READ_CHUNK)
+        self.request_memory = RequestMemory(config.get_int("queued.max.request.bytes"))
         self.read_view = memoryview(read_buffer)
         self.read_into = (read_buffer,)
         self._tasks: list[asyncio.Task] = []
@@ -736,6 +760,8 @@ class Broker:
             if api is None:
                 raise CloseConnection(f"{_who(head, peer)} sent unknown api_key={api_key}")
             return self._unsupported_version(api, head, _who(head, peer))
+        if len(frame) >= BIG_FRAME:
+            return self._handle_big_frame(frame, api, version, peer)
         key = None
         decoded = None
         if len(frame) <= DECODED_MAX_BYTES:
@@ -777,6 +803,48 @@ class Broker:
         if getattr(response, "error_code", None) == ErrorCode.invalid_request:
             _log_invalid_request(ctx, api, response)
         return encode_response(correlation_id, response, api_key, version)
+
+    async def _handle_big_frame(self, frame: bytes, api: Api, version: int,
+                                peer: str) -> Any:
+        """`_handle_frame` for a frame of BIG_FRAME bytes or more: decoded, and answered,
+        on a worker thread, with the coordinator hashes of its long strings computed there
+        and lent while the handler runs (coterie.broker.large)."""
+        try:
+            head, request, hashes = await asyncio.to_thread(decoded_big, frame, api.key,
+                                                            version)
+        except DecodeError as e:
+            raise CloseConnection(f"{peer}: {e}") from e
+        del frame
+        ctx = RequestContext(self.services, api.key, version, head.correlation_id,
+                             head.client_id, peer)
+        lend(hashes)
+        try:
+            try:
+                response = api.handler(ctx, request)
+            except Exception as e:
+                raise _handler_failed(e, api, version, _who(head, peer)) from e
+            if type(response) is CoroutineType:
+                try:
+                    response = await response
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    raise _handler_failed(e, api, version, ctx.who) from e
+            if type(response) is Parked:
+                return self._answer_parked(response, await response.future)
+        finally:
+            give_back(hashes)
+        if response is None:
+            return None
+        if type(response) is OffLoop:
+            return await self._encode_off_loop(response, api, head, ctx)
+        if getattr(response, "error_code", None) == ErrorCode.invalid_request:
+            _log_invalid_request(ctx, api, response)
+        try:
+            return await asyncio.to_thread(encode_response, ctx.correlation_id, response,
+                                           api.key, version)
+        except Exception as e:
+            raise _handler_failed(e, api, version, ctx.who) from e
 
     def _answer_parked(self, parked: Parked, result: Any) -> Any:
         """The rest of `_handle_frame` for a parked request (JoinGroup, SyncGroup)."""

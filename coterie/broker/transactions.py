@@ -13,7 +13,10 @@ this runtime does the I/O, in the shape of the group runtime (coterie.broker.gro
   transaction. A job that cannot finish (a disk error) stays in PREPARE_* and is retried by
   `tick`, as are the jobs found pending when the partitions are loaded;
 - `tick` (from the broker's housekeeping) also aborts transactions past their timeout and
-  forgets idle transactional ids.
+  forgets idle transactional ids;
+- a transactional id no record can hold (longer than 32,767 bytes of UTF-8) is refused
+  INVALID_REQUEST by every way in (`handle`, `describe`, `verify`, `add_implicitly`),
+  before it is hashed to its partition (issue 23).
 
 Single node: the markers are local appends, not WriteTxnMarkers requests, and the
 coordinator epoch written in them is 0.
@@ -36,6 +39,7 @@ from kio.schema.errors import ErrorCode
 from coterie.broker.groups import GroupRuntime
 from coterie.broker.offsets_topic import OFFSETS_TOPIC
 from coterie.broker.waiters import FetchWaiters
+from coterie.common.limits import too_long
 from coterie.common.partitioning import partition_for
 from coterie.log.errors import LogError
 from coterie.log.manager import LogManager
@@ -93,12 +97,17 @@ class TxnRuntime:
         """The handlers' way in: `operation(manager, now_ms)` on the core of `tid`'s
         partition, its records persisted before the answer (`run`); until loading is done,
         COORDINATOR_LOAD_IN_PROGRESS, once here for every API."""
+        if too_long(tid):
+            return TxnResult(ErrorCode.invalid_request)
         if not self.loaded:
             return TxnResult(ErrorCode.coordinator_load_in_progress)
         return self.run(tid, operation(self.manager(tid), self.now_ms()))
 
     def describe(self, tid: str) -> TxnMetadata | ErrorCode:
-        """DescribeTransactions of one id: its state, or the error (loading, not found)."""
+        """DescribeTransactions of one id: its state, or the error (loading, not found, an
+        id no record could hold)."""
+        if too_long(tid):
+            return ErrorCode.invalid_request
         if not self.loaded:
             return ErrorCode.coordinator_load_in_progress
         meta = self.manager(tid).describe(tid) if tid else None
@@ -251,6 +260,8 @@ class TxnRuntime:
         older than that error (`abortable` False: Produce before v11, TxnOffsetCommit
         before v4); a stale epoch is INVALID_PRODUCER_EPOCH. Kafka's partition leader maps
         its coordinator's answers the same way (AddPartitionsToTxnManager)."""
+        if too_long(tid):
+            return ErrorCode.invalid_request
         if not self.loaded:
             return ErrorCode.coordinator_load_in_progress
         return _for_writer(self.manager(tid).verify(tid, producer_id, epoch,
@@ -272,6 +283,8 @@ class TxnRuntime:
         adds its partition to the transaction (starting one if none is open), persisted
         before the write is appended, as Kafka's partition leader asks the coordinator
         (AddPartitionsToTxn) before appending. None if the write may go on."""
+        if too_long(tid):
+            return ErrorCode.invalid_request
         if not self.loaded:
             return ErrorCode.coordinator_load_in_progress
         result = self.run(tid, self.manager(tid).add_partitions(

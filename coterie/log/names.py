@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from coterie.common.limits import shown
+
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -49,11 +51,11 @@ def validate_topic_name(name: str | None) -> str | None:
     if len(name) > MAX_NAME_LENGTH:
         return (
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
-            f"topic name: {name}"
+            f"topic name: {shown(name)}"
         )
     if not _LEGAL.fullmatch(name):
         return (
-            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            f'Topic name "{shown(name)}" is illegal, it contains a character other than ASCII '
             "alphanumerics, '.', '_' and '-'"
         )
     return None

@@ -24,7 +24,9 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import get_field_tag
+from kio.serial.errors import OutOfBoundValue
 
+from coterie.common.limits import shown
 from coterie.wire.bounds import BoundsError, check_request
 from coterie.wire.extensions import EXTENSION_SCHEMAS
 
@@ -250,11 +252,41 @@ def encode_response(correlation_id: int, response: Any, api_key: int = -1,
     else:
         buf.write(_SIZE_AND_CORRELATION.pack(0, correlation_id))
         buf.write(header_tail)
-    write_body(buf, response)
+    start = buf.tell()
+    try:
+        write_body(buf, response)
+    except OutOfBoundValue:
+        # A message quoting a name too long for this version's int16-length string
+        # (issue 23): sent cut short rather than closing the connection.
+        clipped = _clip_messages(response)
+        if clipped is response:
+            raise
+        buf.seek(start)
+        buf.truncate()
+        write_body(buf, clipped)
     out = buf.getbuffer()
     _SIZE.pack_into(out, 0, len(out) - 4)
     del out
     return buf.getvalue()
+
+
+def _clip_messages(entity: Any) -> Any:
+    """`entity` with every error message longer than SHOWN_CHARS cut short (`shown`), or
+    `entity` itself when none is."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if type(value) is str and f.name.endswith("message") and value != shown(value):
+            changes[f.name] = shown(value)
+        elif type(value) is tuple and value and dataclasses.is_dataclass(value[0]):
+            items = tuple(_clip_messages(item) for item in value)
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                changes[f.name] = items
+        elif dataclasses.is_dataclass(value):
+            item = _clip_messages(value)
+            if item is not value:
+                changes[f.name] = item
+    return dataclasses.replace(entity, **changes) if changes else entity
 
 
 def encode_request(correlation_id: int, request: Any, client_id: str | None = "coterie") -> bytes:

@@ -8,19 +8,32 @@ over every advertised API and version:
 - damaged frames (huge counts, cut, overwritten bytes) never take the process down, and the
   broker answers the next client;
 - well-formed requests with any field values, nulls included, never make a handler raise.
+
+Issue 23's three input shapes are fixed cases of both (`ISSUE_23`): a Produce v10 whose
+transactional id is 100,000 bytes long, an InitProducerId v4 with a 40,000-byte one, and a
+DescribeConfigs v1 (int16 strings) of a 32,760-character topic name. Their regression tests
+with what they must answer are in test_wire_fuzz_findings.py.
 """
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.describe_configs.v1.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.produce.v10.request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 
 from tests.fixtures.coterie_broker import CoterieBroker
 from tests.kafka_raw import RawConnection
@@ -30,6 +43,19 @@ ISSUE_FRAMES = [
     "000000150003000c000000010005637261736800ffffffff0f",  # Metadata v12
     "00000023000b000900000001000563726173680002670000271000002710010002"
     "638080808010",  # JoinGroup v9
+]
+
+ISSUE_23 = [
+    (0, 10, ProduceRequest(transactional_id="x" * 100_000, acks=-1,
+                           timeout=datetime.timedelta(seconds=5), topic_data=(TopicProduceData(
+                               name="t", partition_data=(PartitionProduceData(
+                                   index=0, records=b"\x00" * 10_000),)),))),
+    (22, 4, InitProducerIdRequest(transactional_id="z" * 40_000,
+                                  transaction_timeout=datetime.timedelta(seconds=60),
+                                  producer_id=-1, producer_epoch=-1)),
+    (32, 1, DescribeConfigsRequest(resources=(DescribeConfigsResource(
+        resource_type=2, resource_name="t" * 32_760, configuration_keys=None),),
+        include_synonyms=False)),
 ]
 
 
@@ -89,6 +115,9 @@ def test_issue_frames_close_only_their_connection(broker):
 @settings(max_examples=400, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(frame=mutated_frames())
+@example(frame=frame_of(ISSUE_23[0][2]))
+@example(frame=frame_of(ISSUE_23[1][2]))
+@example(frame=frame_of(ISSUE_23[2][2]))
 def test_damaged_frames_of_every_api_never_stop_the_broker(broker, frame):
     _exchange(broker, frame, wait=0.05)
     assert broker.proc.poll() is None, f"broker died on {frame.hex()}:\n" \
@@ -102,12 +131,16 @@ def test_broker_answers_after_the_damaged_frames(broker):
 @settings(max_examples=700, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(drawn=requests())
+@example(drawn=ISSUE_23[0])
+@example(drawn=ISSUE_23[1])
+@example(drawn=ISSUE_23[2])
 def test_no_handler_raises_on_any_well_formed_request(broker, drawn):
     key, version, request = drawn
     before = len(broker.log_text())
     _exchange(broker, frame_of(request))
     new = broker.log_text()[before:]
     assert "handler failed" not in new, f"api {key} v{version}: {request!r}\n{new[-3000:]}"
+    assert "serving it failed" not in new, f"api {key} v{version}: {request!r}\n{new[-3000:]}"
     assert broker.proc.poll() is None
 
 

@@ -38,6 +38,7 @@ from coterie.broker.context import RequestContext
 from coterie.broker.dynamic_configs import BROKER as BROKER_SCOPE
 from coterie.broker.dynamic_configs import CLUSTER as CLUSTER_SCOPE
 from coterie.broker.dynamic_configs import NotDynamic
+from coterie.common.limits import shown
 from coterie.log.config import (
     DEFAULT_CONFIG,
     LIST,
@@ -46,6 +47,7 @@ from coterie.log.config import (
     describe_topic_configs,
 )
 from coterie.log.errors import InvalidConfigError, StorageError, UnknownTopicError
+from coterie.log.names import validate_topic_name
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 
@@ -66,9 +68,13 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool,
     config = ctx.services.config
     if kind == TOPIC:
         info = ctx.services.logs.topics.get(name)
+        invalid = validate_topic_name(name) if info is None else None
+        if invalid is not None:
+            return {**result, "error_code": ErrorCode.invalid_topic_exception,
+                    "error_message": invalid}
         if info is None:
             return {**result, "error_code": ErrorCode.unknown_topic_or_partition,
-                    "error_message": f"Topic {name} does not exist."}
+                    "error_message": f"Topic {shown(name)} does not exist."}
         explicit = {k: config.props[k] for k in config.explicit if k in config.props}
         layers = _dynamic_layers(ctx)
         described = describe_topic_configs(explicit, info.configs, layers[BROKER_SCOPE],
@@ -79,13 +85,13 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool,
         if name.strip() != str(config.node_id):
             return {**result, "error_code": ErrorCode.invalid_request,
                     "error_message": f"Unexpected broker id, expected {config.node_id} but "
-                                     f"received {name}"}
+                                     f"received {shown(name)}"}
         described = loggers.describe()
     elif kind == BROKER:
         if name != "" and name.strip() != str(config.node_id):
             return {**result, "error_code": ErrorCode.invalid_request,
                     "error_message": f"Unexpected broker id, expected {config.node_id} "
-                                     f"or empty string, but received {name}"}
+                                     f"or empty string, but received {shown(name)}"}
         store = ctx.services.dynamic_configs
         described = [] if store is None else store.describe(per_broker=name != "")
     else:
@@ -172,8 +178,12 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
                        f"coterie does not change resource type {kind}")
     logs = ctx.services.logs
     info = logs.topics.get(name)
+    invalid = validate_topic_name(name) if info is None else None
+    if invalid is not None:
+        raise _Refused(ErrorCode.invalid_topic_exception, invalid)
     if info is None:
-        raise _Refused(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+        raise _Refused(ErrorCode.unknown_topic_or_partition,
+                       f"Topic '{shown(name)}' does not exist.")
     names = [c.name for c in resource.configs]
     if len(set(names)) != len(names):
         raise _Refused(ErrorCode.invalid_request, "Error due to duplicate config keys")
@@ -189,7 +199,7 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
         raise _Refused(ErrorCode.invalid_config, str(e)) from e
     except (StorageError, OSError) as e:
         raise _Refused(ErrorCode.kafka_storage_error,
-                       f"cannot write the configs of topic '{name}': {e}") from e
+                       f"cannot write the configs of topic '{shown(name)}': {e}") from e
 
 
 def _alter_group(ctx: RequestContext, resource: Any, incremental: bool,
@@ -211,7 +221,7 @@ def _alter_group(ctx: RequestContext, resource: Any, incremental: bool,
         raise _Refused(ErrorCode.invalid_config, str(e)) from e
     except OSError as e:
         raise _Refused(ErrorCode.kafka_storage_error,
-                       f"cannot write the configs of group '{resource.resource_name}': {e}"
+                       f"cannot write the configs of group '{shown(resource.resource_name)}': {e}"
                        ) from e
 
 
@@ -226,10 +236,11 @@ def _alter_broker(ctx: RequestContext, resource: Any, incremental: bool,
     if name == "":
         scope = CLUSTER_SCOPE
     elif not name.strip().lstrip("+-").isdigit():
-        raise _Refused(ErrorCode.invalid_request, f"Node id must be an integer, but it is: {name}")
+        raise _Refused(ErrorCode.invalid_request,
+                       f"Node id must be an integer, but it is: {shown(name)}")
     elif int(name) != node:
         raise _Refused(ErrorCode.invalid_request,
-                       f"Unexpected broker id, expected {node}, but received {name}")
+                       f"Unexpected broker id, expected {node}, but received {shown(name)}")
     else:
         scope = BROKER_SCOPE
     if store is None:
@@ -254,7 +265,7 @@ def _alter_loggers(ctx: RequestContext, resource: Any, incremental: bool,
     node = ctx.services.config.node_id
     if resource.resource_name.strip() != str(node):
         raise _Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected {node} but "
-                                                  f"received {resource.resource_name}")
+                                                  f"received {shown(resource.resource_name)}")
     if not incremental:
         raise _Refused(ErrorCode.invalid_request,
                        "broker loggers are changed with IncrementalAlterConfigs")

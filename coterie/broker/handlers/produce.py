@@ -18,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import LEADER_EPOCH, RequestContext
+from coterie.common.limits import MAX_STRING_BYTES, shown, too_long
 from coterie.log.batch import parse_batch_header
 from coterie.log.errors import (
     CorruptRecordError,
@@ -67,6 +68,7 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
             "log_start_offset": part.log_start_offset}
 
 
+_LONG_TID = f"The transactional id is longer than {MAX_STRING_BYTES} bytes."
 _COORDINATOR_TROUBLE = frozenset({ErrorCode.coordinator_load_in_progress,
                                   ErrorCode.coordinator_not_available,
                                   ErrorCode.not_coordinator})
@@ -96,8 +98,8 @@ def _transactional(ctx: RequestContext, tid: str, topic: str, p: Any) -> dict:
         if refusal is not None:
             return {"index": p.index, "error_code": refusal, "base_offset": -1,
                     "log_start_offset": -1,
-                    "error_message": f"{topic}-{p.index} is not in the open transaction of "
-                    f"{tid!r} for this producer ({refusal.name})"}
+                    "error_message": f"{shown(topic)}-{p.index} is not in the open "
+                    f"transaction of {shown(tid)!r} for this producer ({refusal.name})"}
     return _partition_result(ctx, topic, p.index, p.records)
 
 
@@ -119,6 +121,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             results = [{"index": p.index, "error_code": ErrorCode.invalid_required_acks,
                         "base_offset": -1, "log_start_offset": -1}
                        for p in topic_data.partition_data]
+        elif too_long(request.transactional_id):
+            results = [{"index": p.index, "error_code": ErrorCode.invalid_request,
+                        "base_offset": -1, "log_start_offset": -1,
+                        "error_message": _LONG_TID} for p in topic_data.partition_data]
         elif request.transactional_id is not None:
             results = [_transactional(ctx, request.transactional_id, name, p)
                        for p in topic_data.partition_data]

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
 from coterie.broker.handlers.transactions import init_transactional
+from coterie.common.limits import shown
 from coterie.log.errors import StorageError
 
 log = logging.getLogger("coterie.producers")
@@ -57,7 +58,7 @@ def describe_producers(ctx: RequestContext, request: Any) -> Any:
             if part is None:
                 parts.append({"partition_index": index,
                               "error_code": ErrorCode.unknown_topic_or_partition,
-                              "error_message": f"{t.name}-{index} does not exist",
+                              "error_message": f"{shown(t.name)}-{index} does not exist",
                               "active_producers": []})
                 continue
             parts.append({"partition_index": index, "error_code": ErrorCode.none,

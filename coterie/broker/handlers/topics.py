@@ -28,6 +28,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import RequestContext
+from coterie.common.limits import shown
 from coterie.log.config import validate_topic_configs
 from coterie.log.errors import (
     InvalidConfigError,
@@ -192,7 +193,7 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
         info = logs.topics.get(t.name)
         if info is None:
             results.append({"name": t.name, "error_code": ErrorCode.unknown_topic_or_partition,
-                            "error_message": f"The topic '{t.name}' does not exist."})
+                            "error_message": f"The topic '{shown(t.name)}' does not exist."})
             continue
         if is_internal_topic(t.name):
             results.append({"name": t.name, "error_code": ErrorCode.invalid_topic_exception,

@@ -59,6 +59,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.common.limits import shown
 from coterie.group.classic.group import ClassicGroup
 from coterie.group.classic.groups import ClassicGroups
 from coterie.group.classic.kinds import ClassicTimer
@@ -368,7 +369,7 @@ class MixedGroups:
             if version >= 6:
                 return Result(DescribedGroup(
                     ErrorCode.group_id_not_found, gid, "Dead", "", "",
-                    error_message=f"Group {gid} is not a classic group."))
+                    error_message=f"Group {shown(gid)} is not a classic group."))
             return Result(DescribedGroup(ErrorCode.none, gid, "Dead", "", ""))
         described = self.classic.describe(gid)
         if described.state != "Dead":
@@ -379,7 +380,7 @@ class MixedGroups:
                                          described.members))
         if version >= 6:
             return Result(DescribedGroup(ErrorCode.group_id_not_found, gid, "Dead", "", "",
-                                         error_message=f"Group {gid} not found."))
+                                         error_message=f"Group {shown(gid)} not found."))
         return Result(described)
 
     def describe_consumer_group(self, req: ConsumerGroupDescribeRequest,

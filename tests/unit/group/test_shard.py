@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coterie.common.partitioning import java_string_hash, partition_for
+from coterie.common.partitioning import (
+    give_back,
+    hashes_of,
+    java_string_hash,
+    lend,
+    partition_for,
+)
 from coterie.group.classic.messages import LeavingMember
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.group.offsets.messages import (
@@ -278,6 +284,31 @@ def test_groups_map_to_partitions_as_in_kafka():
     assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
     assert partition_for("hello", 50) == 99162322 % 50
     assert partition_for("my-group", 50) == abs(java_string_hash("my-group")) % 50
+
+
+def _hash_by_definition(s: str) -> int:
+    """Java's String.hashCode as Java defines it: h = 31*h + c over the UTF-16 units."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) % 2**32
+    return h - 2**32 if h >= 2**31 else h
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.text(max_size=20) | st.integers(4090, 4100).map(lambda n: "é😀x" * (n // 3)))
+def test_the_fast_hash_is_javas_hash(s):
+    """The hash computed by dot products in chunks of 4,096 units (issue 23) equals the
+    definition, across chunk boundaries and surrogate pairs, also when lent (`lend`)."""
+    assert java_string_hash(s) == _hash_by_definition(s)
+    long = s * 30 + "tail"
+    assert java_string_hash(long) == _hash_by_definition(long)
+    lent = hashes_of([long])
+    lend(lent)
+    try:
+        assert java_string_hash(long) == _hash_by_definition(long)
+    finally:
+        give_back(lent)
 
 
 # -- property: offsets replayed from the records equal the live offsets ---------------------

@@ -86,3 +86,27 @@ def test_every_response_header_kind_is_covered() -> None:
                 continue
     assert headers == {"kio.schema.response_header.v0.header",
                        "kio.schema.response_header.v1.header"}
+
+
+def test_a_message_too_long_for_a_legacy_string_is_sent_cut_short():
+    """Issue 23: a message quoting a 32,760-character name does not fit in DescribeConfigs
+    v1's int16-length string; the answer goes out with the message cut short (it closed
+    the connection before), every other field as it was."""
+    from kio.schema.describe_configs.v1.response import (
+        DescribeConfigsResponse,
+        DescribeConfigsResult,
+    )
+
+    name = "t" * 32_760
+    response = DescribeConfigsResponse(throttle_time=datetime.timedelta(0), results=(
+        DescribeConfigsResult(error_code=ErrorCode.unknown_topic_or_partition,
+                              error_message=f"Topic {name} does not exist.",
+                              resource_type=2, resource_name=name, configs=()),))
+    frame = encode_response(7, response)
+    cls = load_response_schema(32, 1)
+    from kio.serial import entity_reader
+    decoded, _ = entity_reader(cls)(frame, 8)
+    result = decoded.results[0]
+    assert result.resource_name == name
+    assert result.error_code == ErrorCode.unknown_topic_or_partition
+    assert result.error_message.startswith("Topic ttt") and len(result.error_message) < 300
