@@ -823,28 +823,12 @@ class Broker:
                 response = api.handler(ctx, request)
             except Exception as e:
                 raise _handler_failed(e, api, version, _who(head, peer)) from e
-            if type(response) is CoroutineType:
-                try:
-                    response = await response
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:
-                    raise _handler_failed(e, api, version, ctx.who) from e
             if type(response) is Parked:
                 return self._answer_parked(response, await response.future)
+            pending = response if type(response) is CoroutineType else _at_once(response)
+            return await self._answer_later(pending, api, head, ctx, off_loop=True)
         finally:
             give_back(hashes)
-        if response is None:
-            return None
-        if type(response) is OffLoop:
-            return await self._encode_off_loop(response, api, head, ctx)
-        if getattr(response, "error_code", None) == ErrorCode.invalid_request:
-            _log_invalid_request(ctx, api, response)
-        try:
-            return await asyncio.to_thread(encode_response, ctx.correlation_id, response,
-                                           api.key, version)
-        except Exception as e:
-            raise _handler_failed(e, api, version, ctx.who) from e
 
     def _answer_parked(self, parked: Parked, result: Any) -> Any:
         """The rest of `_handle_frame` for a parked request (JoinGroup, SyncGroup)."""
@@ -859,8 +843,9 @@ class Broker:
         return encode_response(ctx.correlation_id, response, api.key, ctx.api_version)
 
     async def _answer_later(self, pending: Any, api: Api, head: Any,
-                            ctx: RequestContext) -> Any:
-        """The rest of `_handle_frame` for an async handler (JoinGroup, SyncGroup, Fetch)."""
+                            ctx: RequestContext, off_loop: bool = False) -> Any:
+        """The rest of `_handle_frame` for an async handler (JoinGroup, SyncGroup, Fetch);
+        `off_loop`, the answer is encoded on a worker thread (a big frame's)."""
         version = ctx.api_version
         try:
             response = await pending
@@ -874,7 +859,13 @@ class Broker:
             return await self._encode_off_loop(response, api, head, ctx)
         if getattr(response, "error_code", None) == ErrorCode.invalid_request:
             _log_invalid_request(ctx, api, response)
-        return encode_response(ctx.correlation_id, response, api.key, version)
+        if not off_loop:
+            return encode_response(ctx.correlation_id, response, api.key, version)
+        try:
+            return await asyncio.to_thread(encode_response, ctx.correlation_id, response,
+                                           api.key, version)
+        except Exception as e:
+            raise _handler_failed(e, api, version, ctx.who) from e
 
     async def _encode_off_loop(self, response: OffLoop, api: Api, head: Any,
                                ctx: RequestContext) -> Any:
@@ -901,6 +892,10 @@ class Broker:
                                   "which coterie does not support")
         return encode_response(head.correlation_id,
                                build(cls, {"error_code": ErrorCode.unsupported_version}))
+
+
+async def _at_once(response: Any) -> Any:
+    return response
 
 
 def _who(head: Any, peer: str) -> str:

@@ -9,15 +9,20 @@ from coterie.wire.framing import SMALL_FRAME, FrameBuffer, FrameTooLarge, frame
 
 @given(st.lists(st.binary(max_size=300), max_size=20), st.integers(1, 50))
 def test_frames_survive_any_chunking(payloads, chunk):
-    stream = b"".join(frame(p) for p in payloads)
     buf = FrameBuffer(1 << 20)
+    assert _frames_of(payloads, chunk, buf) == payloads
+    assert buf.pending == 0
+
+
+def _frames_of(payloads: list[bytes], chunk: int, buf: FrameBuffer) -> list[bytes]:
+    """The frames `buf` gives when the framed payloads are fed `chunk` bytes at a time."""
+    stream = b"".join(frame(p) for p in payloads)
     out = []
     for i in range(0, len(stream), chunk):
         buf.feed(stream[i:i + chunk])
         while (f := buf.next_frame()) is not None:
             out.append(f)
-    assert out == payloads
-    assert buf.pending == 0
+    return out
 
 
 def test_oversized_frame_rejected_from_prefix_alone():
@@ -59,15 +64,9 @@ class Pool:
        st.sampled_from([1, 7, 1000, 70_000, 1 << 20]))
 @settings(deadline=None, max_examples=40)
 def test_large_frames_through_a_pool_survive_any_chunking(payloads, chunk):
-    stream = b"".join(frame(p) for p in payloads)
     pool = Pool(1 << 30)
     buf = FrameBuffer(1 << 22, pool)
-    out = []
-    for i in range(0, len(stream), chunk):
-        buf.feed(stream[i:i + chunk])
-        while (f := buf.next_frame()) is not None:
-            out.append(f)
-    assert out == payloads
+    assert _frames_of(payloads, chunk, buf) == payloads
     assert buf.pending == 0
     assert pool.used == 0  # every reservation given back
 
