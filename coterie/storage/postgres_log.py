@@ -48,8 +48,8 @@ from coterie.storage.errors import LeaseLost, OffsetOutOfRange, UnknownPartition
 __all__ = ["PostgresLog"]
 
 # The partitions' counters, locked for writing, each joined with the live lease its writer
-# presents. Rows are locked in (topic_id, partition) order so concurrent group commits over
-# overlapping partitions cannot deadlock.
+# presents. Rows are locked in the order of the leases' keys, the order leases.renew_all locks
+# them in too, so neither concurrent group commits nor a heartbeat can deadlock with them.
 _LOCK = """
 SELECT p.topic_id, p.partition, p.log_start_offset, p.next_offset, p.next_position, p.max_timestamp
 FROM unnest(%(topic_ids)s::uuid[], %(partitions)s::integer[], %(kinds)s::text[],
@@ -58,7 +58,7 @@ FROM unnest(%(topic_ids)s::uuid[], %(partitions)s::integer[], %(kinds)s::text[],
 JOIN partitions p ON p.topic_id = w.topic_id AND p.partition = w.partition
 JOIN leases l ON l.kind = w.kind AND l.name = w.name AND l.owner = w.owner
              AND l.epoch = w.epoch AND l.expires_at > clock_timestamp()
-ORDER BY p.topic_id, p.partition
+ORDER BY l.kind, l.name, p.topic_id, p.partition
 FOR NO KEY UPDATE OF p FOR SHARE OF l
 """
 

@@ -208,3 +208,33 @@ def test_a_partition_and_a_shard_of_one_name_are_two_leases(pg_dsn: str) -> None
             await db.close()
 
     asyncio.run(scenario())
+
+
+def test_heartbeats_and_group_commits_never_deadlock(pg_dsn: str) -> None:
+    """A broker's heartbeat (renew_all, every lease row) runs while group commits over the
+    same partitions, in other orders and on other connections, lock those rows: both lock in
+    the leases' key order, so PostgreSQL never has to break a deadlock."""
+
+    async def scenario() -> None:
+        setup, c1, c2, beat = await _brokers(pg_dsn, 4)
+        try:
+            tps, held = await topic_with_leases(setup, partitions=12)  # names "...-10" < "...-2"
+            pairs = list(zip(tps, held, strict=True))
+
+            async def commits(db: Database, order: list[tuple[TopicIdPartition, Lease]]) -> None:
+                log = PostgresLog(db)
+                for _ in range(40):
+                    await log.append_many([Append(tp, make_batch(1), lease)
+                                           for tp, lease in order])
+
+            async def heartbeats() -> None:
+                for _ in range(80):
+                    assert len(await leases.renew_all(beat, 1, LONG_TTL)) == 12
+
+            await asyncio.gather(commits(c1, pairs), commits(c2, pairs[::-1]), heartbeats())
+            assert [await PostgresLog(setup).log_end_offset(tp) for tp in tps] == [80] * 12
+        finally:
+            for db in (setup, c1, c2, beat):
+                await db.close()
+
+    asyncio.run(scenario())
