@@ -15,7 +15,8 @@ Modules, each named for what it holds:
 - `topics.py`, `leases.py`, `brokers.py`, `producer_ids.py`: topic rows, leases with epochs,
   broker registration, producer-id blocks.
 - `postgres_log.py`: the partition log over the `batches` table (append with group commit,
-  read, offsets, timestamps, DeleteRecords, retention).
+  read, offsets, timestamps, DeleteRecords, retention); `batch_rows.py`, its pure part: the
+  rows a produce payload becomes at a partition's tail.
 
 It sits just above coterie.log (whose pure batch helpers it reuses) and below the broker, and
 never imports the coordinators (an import-linter contract). The design and the schema's
