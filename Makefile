@@ -5,7 +5,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: run test lint venv test-venv bench clean
+.PHONY: run test lint venv test-venv bench clean postgresql
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,11 @@ run: venv
 	@echo "coterie: connect with bootstrap.servers=$(HOST):$(PORT)"
 	$(BIN)/coterie serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
-test: test-venv
+# The storage tests start a real PostgreSQL server; this installs it when missing.
+postgresql:
+	@scripts/ensure-postgresql
+
+test: test-venv postgresql
 	$(BIN)/ruff check coterie tests benchmarks scripts
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -ra

@@ -1,0 +1,24 @@
+"""Durable storage behind a seam: the partition log, topics, leases and brokers in PostgreSQL.
+
+Why a package of its own: issue 24 lets several stateless brokers share one PostgreSQL
+database, each partition and coordinator shard served by one broker at a time through a lease.
+Everything that must survive a broker lives here, and every write here is conditional on the
+writer's lease, so the broker above never has to reason about fencing itself.
+
+Modules, each named for what it holds:
+
+- `api.py`: the seam (typing Protocols) a partition log offers the broker, which the local
+  file log (coterie.log) and the PostgreSQL log both fit, and its values (`Lease`, ...).
+- `errors.py`: what the storage raises (`LeaseLost`, `SchemaTooNew`, `NodeIdInUse`, ...).
+- `schema.py`: the SQL schema as an ordered list of migrations; `migrations.py` applies them.
+- `database.py`: one connection and the lock that keeps its transactions apart.
+- `topics.py`, `leases.py`, `brokers.py`, `producer_ids.py`: topic rows, leases with epochs,
+  broker registration, producer-id blocks.
+- `postgres_log.py`: the partition log over the `batches` table (append with group commit,
+  read, offsets, timestamps, DeleteRecords, retention); `batch_rows.py`, its pure part: the
+  rows a produce payload becomes at a partition's tail.
+
+It sits just above coterie.log (whose pure batch helpers it reuses) and below the broker, and
+never imports the coordinators (an import-linter contract). The design and the schema's
+reasons: docs/storage-postgresql.md.
+"""

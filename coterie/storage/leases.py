@@ -1,0 +1,108 @@
+"""Leases: one owner per partition or coordinator shard, for a while, at an epoch.
+
+Why in the database, on the database's clock: the brokers' clocks disagree and a broker can
+be paused at any moment, so "who may write" must be decided where the writes land. A lease row
+says who owns a resource and until when (`expires_at`, compared with the database's
+`clock_timestamp()` only). Every write of coterie.storage checks, in its own transaction, that
+its lease row still names the writer at the writer's epoch and has not expired, holding the
+row (FOR SHARE) until it commits; a take-over updates the same row, so it waits for such a
+write to finish and the next owner sees everything the previous one committed.
+
+The epoch grows by one with every new tenure: whenever `acquire` succeeds, even when the same
+node takes back a lease it had (a restarted broker must fence the writes its previous
+incarnation may still have in flight). `renew` extends a tenure without changing its epoch.
+The epoch is the partition's leader epoch, which is how clients' leader-epoch fencing works as
+on Kafka.
+"""
+
+from __future__ import annotations
+
+from coterie.storage.api import Lease, Resource
+from coterie.storage.database import Database
+
+__all__ = ["acquire", "holder", "release", "renew", "renew_all"]
+
+_ACQUIRE = """
+INSERT INTO leases AS l (kind, name, owner, epoch, expires_at)
+VALUES (%(kind)s, %(name)s, %(owner)s, 1, clock_timestamp() + %(ttl)s * interval '1 second')
+ON CONFLICT (kind, name) DO UPDATE
+    SET owner = EXCLUDED.owner, epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at
+    WHERE l.owner IS NULL OR l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
+RETURNING epoch
+"""
+
+# A node's live leases, locked in key order first (the order writes lock them in,
+# postgres_log._LOCK), then extended: a heartbeat never deadlocks with a group commit.
+_RENEW_ALL = """
+UPDATE leases l SET expires_at = clock_timestamp() + %(ttl)s * interval '1 second'
+FROM (SELECT kind, name FROM leases
+      WHERE owner = %(owner)s AND expires_at > clock_timestamp()
+      ORDER BY kind, name FOR UPDATE) mine
+WHERE l.kind = mine.kind AND l.name = mine.name AND l.owner = %(owner)s
+RETURNING l.kind, l.name, l.epoch
+"""
+
+
+async def acquire(db: Database, resource: Resource, node_id: int, ttl: float) -> Lease | None:
+    """Take `resource` for `ttl` seconds if it is free, released, expired or already this
+    node's; returns the lease at its new epoch, or None while another node holds it.
+
+    Two nodes racing for one resource: exactly one gets it (the row's lock orders them and the
+    loser sees a live lease of another owner)."""
+    _check_ttl(ttl)
+    async with db.session() as conn:
+        cur = await conn.execute(_ACQUIRE, {"kind": resource.kind, "name": resource.name,
+                                            "owner": node_id, "ttl": ttl})
+        row = await cur.fetchone()
+    return None if row is None else Lease(resource, node_id, int(row[0]))
+
+
+async def renew(db: Database, lease: Lease, ttl: float) -> bool:
+    """Extend a lease still held (same owner and epoch, not expired) to `ttl` seconds from
+    now. False when it was lost: the holder must stop writing and acquire it again."""
+    _check_ttl(ttl)
+    async with db.session() as conn:
+        cur = await conn.execute(
+            "UPDATE leases SET expires_at = clock_timestamp() + %s * interval '1 second' "
+            "WHERE kind = %s AND name = %s AND owner = %s AND epoch = %s "
+            "AND expires_at > clock_timestamp()",
+            (ttl, lease.resource.kind, lease.resource.name, lease.owner, lease.epoch))
+        return cur.rowcount == 1
+
+
+async def renew_all(db: Database, node_id: int, ttl: float) -> list[Lease]:
+    """Extend every lease `node_id` still holds, in one statement (a broker's heartbeat);
+    returns them. A lease missing from the answer was lost."""
+    _check_ttl(ttl)
+    async with db.session() as conn:
+        cur = await conn.execute(_RENEW_ALL, {"ttl": ttl, "owner": node_id})
+        rows = await cur.fetchall()
+    return [Lease(Resource(k, n), node_id, int(e)) for k, n, e in sorted(rows)]
+
+
+async def release(db: Database, lease: Lease) -> bool:
+    """Give a held lease up now (a clean shutdown, a rebalance of leadership), so another
+    node need not wait for it to expire. False if it was no longer held."""
+    async with db.session() as conn:
+        cur = await conn.execute(
+            "UPDATE leases SET owner = NULL, expires_at = clock_timestamp() "
+            "WHERE kind = %s AND name = %s AND owner = %s AND epoch = %s",
+            (lease.resource.kind, lease.resource.name, lease.owner, lease.epoch))
+        return cur.rowcount == 1
+
+
+async def holder(db: Database, resource: Resource) -> Lease | None:
+    """Who holds `resource` now (a live lease), or None: what a broker answers with when it
+    is not the owner (FindCoordinator, NOT_LEADER_OR_FOLLOWER's new leader)."""
+    async with db.session() as conn:
+        cur = await conn.execute(
+            "SELECT owner, epoch FROM leases WHERE kind = %s AND name = %s "
+            "AND owner IS NOT NULL AND expires_at > clock_timestamp()",
+            (resource.kind, resource.name))
+        row = await cur.fetchone()
+    return None if row is None else Lease(resource, int(row[0]), int(row[1]))
+
+
+def _check_ttl(ttl: float) -> None:
+    if not ttl > 0:
+        raise ValueError(f"a lease's ttl must be positive, not {ttl}")

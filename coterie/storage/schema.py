@@ -1,0 +1,127 @@
+"""The PostgreSQL schema of coterie's storage, as an ordered list of migrations.
+
+Why migrations rather than one CREATE script: a database outlives the coterie that created
+it. Each change to the schema is appended here as the next version and never edited once
+released; `migrations.migrate` applies, in order, the ones a database lacks, and records each
+in `schema_version`. A database at a version newer than the last one here was migrated by a
+newer coterie, and this one refuses it (errors.SchemaTooNew).
+
+The reasons behind each table and index are in docs/storage-postgresql.md; in short:
+
+- `batches` holds one row per Kafka record batch, its bytes exactly as a producer sent them
+  (only baseOffset and partitionLeaderEpoch rewritten), so a fetch concatenates rows and
+  re-encodes nothing. The header fields a broker needs without opening the bytes are columns.
+  `byte_position` is where the batch would start in one endless file of the partition (the
+  sum of the sizes of every batch before it): a fetch's max_bytes becomes an index range on
+  it. `running_max_timestamp` is the largest maxTimestamp of the partition up to this batch:
+  it never decreases with the offset, so it is a time index, and "the first batch with a
+  timestamp >= T" is one index lookup, as with Kafka's .timeindex files.
+- `partitions` holds each partition's counters (log start, next offset, next byte position,
+  largest timestamp); an append locks its row, which orders appends to one partition.
+- `leases` and `brokers`: who serves what, until when (database time), at which epoch.
+- `producer_id_blocks`: the blocks of producer ids handed to brokers, never twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIGRATIONS", "Migration", "latest_version"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema version: its number (1, 2, ... with no gap), what it changes, its SQL."""
+
+    version: int
+    summary: str
+    sql: str
+
+
+_V1 = """
+CREATE TABLE topics (
+    topic_id        uuid PRIMARY KEY,
+    name            text NOT NULL UNIQUE,
+    partition_count integer NOT NULL CHECK (partition_count > 0),
+    configs         jsonb NOT NULL DEFAULT '{}'::jsonb CHECK (jsonb_typeof(configs) = 'object'),
+    created_at      timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE partitions (
+    topic_id         uuid NOT NULL REFERENCES topics (topic_id) ON DELETE CASCADE,
+    partition        integer NOT NULL CHECK (partition >= 0),
+    log_start_offset bigint NOT NULL DEFAULT 0,
+    next_offset      bigint NOT NULL DEFAULT 0,
+    next_position    bigint NOT NULL DEFAULT 0,
+    max_timestamp    bigint NOT NULL DEFAULT -1,
+    leader_epoch     integer NOT NULL DEFAULT -1,
+    PRIMARY KEY (topic_id, partition),
+    CHECK (0 <= log_start_offset AND log_start_offset <= next_offset)
+);
+
+CREATE TABLE batches (
+    topic_id              uuid NOT NULL,
+    partition             integer NOT NULL,
+    base_offset           bigint NOT NULL,
+    last_offset           bigint NOT NULL,
+    byte_position         bigint NOT NULL,
+    size                  integer NOT NULL,
+    max_timestamp         bigint NOT NULL,
+    running_max_timestamp bigint NOT NULL,
+    leader_epoch          integer NOT NULL,
+    producer_id           bigint NOT NULL,
+    producer_epoch        smallint NOT NULL,
+    base_sequence         integer NOT NULL,
+    record_count          integer NOT NULL,
+    is_transactional      boolean NOT NULL,
+    is_control            boolean NOT NULL,
+    data                  bytea NOT NULL,
+    PRIMARY KEY (topic_id, partition, base_offset),
+    FOREIGN KEY (topic_id, partition) REFERENCES partitions ON DELETE CASCADE,
+    CHECK (last_offset >= base_offset)
+);
+-- Producers compress their batches themselves; compressing them again costs CPU for nothing.
+ALTER TABLE batches ALTER COLUMN data SET STORAGE EXTERNAL;
+-- Fetch: the batch holding an offset (the first whose last offset reaches it) ...
+CREATE INDEX batches_by_last_offset ON batches (topic_id, partition, last_offset);
+-- ... then the batches within max_bytes of it; and retention by size.
+CREATE INDEX batches_by_position ON batches (topic_id, partition, byte_position);
+-- ListOffsets by timestamp and retention by time.
+CREATE INDEX batches_by_time ON batches (topic_id, partition, running_max_timestamp, base_offset);
+
+CREATE TABLE brokers (
+    node_id       integer PRIMARY KEY CHECK (node_id >= 0),
+    host          text NOT NULL,
+    port          integer NOT NULL CHECK (port BETWEEN 0 AND 65535),
+    rack          text,
+    incarnation   uuid NOT NULL,
+    registered_at timestamptz NOT NULL,
+    expires_at    timestamptz NOT NULL
+);
+
+CREATE TABLE leases (
+    kind       text NOT NULL,
+    name       text NOT NULL,
+    owner      integer,
+    epoch      integer NOT NULL CHECK (epoch > 0),
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+CREATE INDEX leases_by_owner ON leases (owner) WHERE owner IS NOT NULL;
+
+CREATE TABLE producer_id_blocks (
+    first_id     bigint PRIMARY KEY CHECK (first_id >= 0),
+    block_size   integer NOT NULL CHECK (block_size > 0),
+    node_id      integer NOT NULL,
+    allocated_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "topics, partitions, batches, brokers, leases, producer-id blocks", _V1),
+)
+
+
+def latest_version(migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """The schema version this coterie knows (the last migration's)."""
+    return migrations[-1].version if migrations else 0
