@@ -1,0 +1,72 @@
+"""What a broker believes it owns, and who should own what.
+
+The database decides who may write (`coterie.storage.leases`); but a broker also answers
+without writing (a settled member's heartbeat, a fetch), and must stop doing so once another
+broker may have taken over. So each broker keeps its own view of its tenures, and a tenure
+ends in that view no later than it can end in the database: its end is counted from the
+moment the acquire or renew was *sent*, on the broker's monotonic clock, less a margin for
+the two clocks' rates (`Tenures`). A broker paused past its lease (SIGSTOP, a long GC-like
+stall) finds on waking that its monotonic clock moved on, and answers NOT_COORDINATOR /
+NOT_LEADER_OR_FOLLOWER until it has renewed. The fault simulation checks the consequence:
+a broker that believes it owns a resource is, at that instant, its holder in the database at
+the same epoch, so two brokers never both serve one.
+
+`spread` says which live broker should own each resource: rendezvous hashing, so that when
+a broker leaves only its resources move, and when it returns it takes back about its share
+(each broker acquires what is its own and releases what is another live broker's, one
+resource at a time, without a stop of the world).
+
+Pure: time comes in as an argument, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from coterie.storage.api import Lease, Resource
+
+__all__ = ["Tenures", "spread"]
+
+# The share of a lease's time-to-live a broker does not count on: it covers the difference
+# between its clock's rate and the database's.
+SAFETY = 0.1
+
+
+class Tenures:
+    """One broker's leases, each with the local time until which it may act on it."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: dict[Resource, tuple[Lease, float]] = {}
+
+    def granted(self, lease: Lease, sent_at: float, ttl: float) -> None:
+        """An acquire or renew of `lease` sent at local time `sent_at` succeeded."""
+        self._held[lease.resource] = (lease, sent_at + ttl * (1 - SAFETY))
+
+    def lost(self, resource: Resource) -> None:
+        self._held.pop(resource, None)
+
+    def lease(self, resource: Resource, now: float) -> Lease | None:
+        """The lease this broker may act on now, or None (not its own, or maybe expired)."""
+        held = self._held.get(resource)
+        if held is None or now >= held[1]:
+            return None
+        return held[0]
+
+    def held(self) -> list[Lease]:
+        return [lease for lease, _ in self._held.values()]
+
+
+def _weight(node_id: int, resource: Resource) -> bytes:
+    return hashlib.blake2b(f"{node_id}/{resource.kind}/{resource.name}".encode(),
+                           digest_size=8).digest()
+
+
+def spread(resources: Iterable[Resource], live: Iterable[int]) -> dict[Resource, int]:
+    """Which of the `live` brokers should own each resource (highest random weight)."""
+    nodes = sorted(set(live))
+    if not nodes:
+        return {}
+    return {r: max(nodes, key=lambda n, r=r: _weight(n, r)) for r in resources}

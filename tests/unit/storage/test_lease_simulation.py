@@ -1,0 +1,378 @@
+"""Brokers and leases under faults, in virtual time (issue 24, the fault simulator's part).
+
+Three brokers share four partitions and a group coordinator shard through leases in one store
+(`coterie.storage.lease_table.LeaseTable`: the rule PostgreSQL evaluates, in memory). Each
+broker does what coterie's brokers do over PostgreSQL: it registers and heartbeats with a
+lease of its own, renews its tenures, takes the resources `spread` gives it among the live
+brokers and hands back the ones another live broker should have; it believes it owns a
+resource only as long as `Tenures` says (counted from when its request was sent); it writes
+only what it believes it owns, each write conditional in the store on its lease; the owner of
+the shard keeps the shard's state, replayed from the store's records when it takes the shard
+and changed by its own acknowledged writes, as the group runtime does.
+
+The faults, drawn by hypothesis and by a seeded long run: time passing; the store's answers
+coming late (a write lands steps after it was sent: lease expiry while a write is in flight);
+a broker paused and woken (its monotonic clock moved on meanwhile); a broker killed and
+restarted (its in-flight writes may still land); the store unreachable for a while; two
+brokers racing for one resource (every broker heartbeats when it is its turn, in any order).
+
+Checked after every step:
+
+* a broker that believes it owns a resource is, at that instant, its holder in the store at
+  the same epoch, so no two brokers ever serve one resource at once (and a group's partitions
+  cannot be handed out by two coordinators);
+* never two writers at one epoch, and a resource's log never goes back to an older epoch;
+* nothing acknowledged is lost: every acknowledged write is in the log where it was put;
+* replay equals live: the shard state of a broker that believes it owns the shard equals the
+  replay of the shard's log;
+* after the faults stop, every resource is owned by the live broker `spread` names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coterie.storage.api import Lease, Resource
+from coterie.storage.lease_table import LeaseTable
+from coterie.storage.tenure import Tenures, spread
+
+TTL = 3.0
+BROKERS = (1, 2, 3)
+SHARD = Resource.group_shard(0)
+RESOURCES = (*(Resource("partition", f"t-{i}") for i in range(4)), SHARD)
+
+
+class Unreachable(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    offset: int
+    epoch: int
+    writer: int
+    value: int
+
+
+@dataclass
+class Store:
+    leases: LeaseTable = field(default_factory=LeaseTable)
+    logs: dict[Resource, list[Entry]] = field(
+        default_factory=lambda: {r: [] for r in RESOURCES})
+    down: bool = False
+
+    def check(self) -> None:
+        if self.down:
+            raise Unreachable
+
+    def append(self, lease: Lease, value: int, now: float) -> int | None:
+        """The offset of the write, or None when its lease is lost (nothing written)."""
+        self.check()
+        if not self.leases.may_write(lease, now):
+            return None
+        log = self.logs[lease.resource]
+        log.append(Entry(len(log), lease.epoch, lease.owner, value))
+        return len(log) - 1
+
+    def live_brokers(self, now: float) -> list[int]:
+        return [b for b in BROKERS
+                if self.leases.holder(Resource("broker", str(b)), now) is not None]
+
+
+@dataclass
+class InFlight:
+    lease: Lease
+    value: int
+    acked_to: int | None  # the broker waiting for the answer; None once it crashed
+
+
+@dataclass
+class Broker:
+    node_id: int
+    alive: bool = True
+    paused: bool = False
+    tenures: Tenures = field(default_factory=Tenures)
+    shard: dict[int, int] | None = None  # the shard's state while it owns the shard
+
+    def acts(self) -> bool:
+        return self.alive and not self.paused
+
+
+def replay(log: list[Entry]) -> dict[int, int]:
+    state: dict[int, int] = {}
+    for e in log:
+        state[e.value % 7] = e.value
+    return state
+
+
+class World:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.store = Store()
+        self.brokers = {b: Broker(b) for b in BROKERS}
+        self.inflight: list[InFlight] = []
+        self.acked: list[tuple[Resource, int, int]] = []
+        self.counter = 0
+        self.lost_writes = 0
+        self.fenced_writes = 0
+
+    # -- a broker's round: register, renew, take its share, hand back the rest ------------
+    def heartbeat(self, node_id: int) -> None:
+        b = self.brokers[node_id]
+        if not b.acts():
+            return
+        store, now = self.store, self.now
+        try:
+            store.check()
+            me = Resource("broker", str(node_id))
+            registration = store.leases.acquire(me, node_id, now, TTL)
+            if registration is not None:
+                b.tenures.granted(registration, now, TTL)
+            renewed = {lease.resource: lease
+                       for lease in store.leases.renew_all(node_id, now, TTL)}
+            believed = {lease.resource: lease for lease in b.tenures.held()}
+            for lease in believed.values():
+                if renewed.get(lease.resource) == lease:
+                    b.tenures.granted(lease, now, TTL)
+                else:
+                    self._lost(b, lease.resource)
+            for r, lease in renewed.items():
+                if believed.get(r) != lease:
+                    # Held in the store but not in this broker's view (a write of an older
+                    # tenure was fenced): give it back, or it would be renewed forever.
+                    store.leases.release(lease, now)
+            owners = spread(RESOURCES, store.live_brokers(now))
+            for r in RESOURCES:
+                mine = b.tenures.lease(r, now)
+                if owners.get(r) == node_id and mine is None:
+                    lease = store.leases.acquire(r, node_id, now, TTL)
+                    if lease is not None:
+                        b.tenures.granted(lease, now, TTL)
+                        if r == SHARD:
+                            b.shard = replay(store.logs[SHARD])
+                elif mine is not None and owners.get(r) not in (None, node_id):
+                    store.leases.release(mine, now)
+                    self._lost(b, r)
+        except Unreachable:
+            return
+
+    def _lost(self, b: Broker, r: Resource) -> None:
+        b.tenures.lost(r)
+        if r == SHARD:
+            b.shard = None
+
+    # -- writes ---------------------------------------------------------------------------
+    def write(self, node_id: int, which: int) -> None:
+        """A client writes to resource `which` through broker `node_id`, or, two times in
+        three, through the broker it found serving the resource (if any is)."""
+        r = RESOURCES[which % len(RESOURCES)]
+        if which % 3:
+            node_id = next((b.node_id for b in self.brokers.values()
+                            if b.alive and b.tenures.lease(r, self.now) is not None), node_id)
+        b = self.brokers[node_id]
+        if not b.acts():
+            return
+        lease = b.tenures.lease(r, self.now)
+        if lease is None:
+            return  # NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR: the client looks again
+        self.counter += 1
+        self.inflight.append(InFlight(lease, self.counter, node_id))
+
+    def land(self, which: int) -> None:
+        """The store executes one of the writes sent so far (in any order, any time)."""
+        if not self.inflight:
+            return
+        w = self.inflight.pop(which % len(self.inflight))
+        try:
+            offset = self.store.append(w.lease, w.value, self.now)
+        except Unreachable:
+            self.lost_writes += 1  # never executed: the client got an error
+            return
+        if offset is None:
+            self.fenced_writes += 1
+            if w.acked_to is not None:
+                self._lost(self.brokers[w.acked_to], w.lease.resource)
+            return
+        if w.acked_to is None:
+            return  # written, but its broker died: nobody was told
+        self.acked.append((w.lease.resource, offset, w.value))
+        b = self.brokers[w.acked_to]
+        if w.lease.resource == SHARD and b.shard is not None:
+            b.shard[w.value % 7] = w.value
+
+    # -- faults ---------------------------------------------------------------------------
+    def crash(self, node_id: int) -> None:
+        b = self.brokers[node_id]
+        b.alive, b.paused, b.tenures, b.shard = False, False, Tenures(), None
+        for w in self.inflight:
+            if w.acked_to == node_id:
+                w.acked_to = None
+
+    def restart(self, node_id: int) -> None:
+        self.brokers[node_id].alive = True
+
+    def pause(self, node_id: int) -> None:
+        self.brokers[node_id].paused = True
+
+    def resume(self, node_id: int) -> None:
+        self.brokers[node_id].paused = False
+
+    def step(self, action: str, a: int, c: int) -> None:
+        node = BROKERS[a % len(BROKERS)]
+        if action == "tick":
+            self.now += 0.05 + (c % 20) / 20
+        elif action == "heartbeat":
+            self.heartbeat(node)
+        elif action == "write":
+            self.write(node, c)
+        elif action == "land":
+            self.land(c)
+        elif action == "crash":
+            self.crash(node)
+        elif action == "restart":
+            self.restart(node)
+        elif action == "pause":
+            self.pause(node)
+        elif action == "resume":
+            self.resume(node)
+        elif action == "store_down":
+            self.store.down = True
+        elif action == "store_up":
+            self.store.down = False
+        self.check()
+
+    # -- the invariants -------------------------------------------------------------------
+    def check(self) -> None:
+        now = self.now
+        for r in RESOURCES:
+            believers = [b for b in self.brokers.values()
+                         if b.alive and b.tenures.lease(r, now) is not None]
+            assert len(believers) <= 1, f"{r}: {len(believers)} brokers serve it at {now}"
+            for b in believers:
+                assert self.store.leases.holder(r, now) == b.tenures.lease(r, now), \
+                    f"broker {b.node_id} serves {r} without holding it in the store"
+                if r == SHARD:
+                    assert b.shard == replay(self.store.logs[SHARD]), "replay != live"
+            log = self.store.logs[r]
+            writers: dict[int, int] = {}
+            for before, after in itertools.pairwise(log):
+                assert before.epoch <= after.epoch, f"{r}: epoch went back in its log"
+            for e in log:
+                assert writers.setdefault(e.epoch, e.writer) == e.writer, \
+                    f"{r}: two writers at epoch {e.epoch}"
+        for r, offset, value in self.acked:
+            assert self.store.logs[r][offset].value == value, "an acknowledged write is lost"
+
+    def settle(self) -> None:
+        """The faults stop: the store answers, nobody is paused, the writes land, every
+        broker heartbeats for a while."""
+        self.store.down = False
+        for b in self.brokers.values():
+            b.paused = False
+        while self.inflight:
+            self.land(0)
+        for _ in range(int(3 * TTL / 0.5)):
+            self.now += 0.5
+            for node in BROKERS:
+                self.heartbeat(node)
+            self.check()
+        owners = spread(RESOURCES, self.store.live_brokers(self.now))
+        for r in RESOURCES:
+            serving = [b.node_id for b in self.brokers.values()
+                       if b.alive and b.tenures.lease(r, self.now) is not None]
+            assert serving == [owners[r]], f"{r}: served by {serving}, not {owners[r]}"
+
+
+# How often each step is drawn: mostly the brokers' work, the faults now and then.
+WEIGHTS = {"tick": 3, "heartbeat": 8, "write": 6, "land": 6, "crash": 1, "restart": 3,
+           "pause": 1, "resume": 3, "store_down": 1, "store_up": 4}
+ACTIONS = [a for a, n in WEIGHTS.items() for _ in range(n)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, 2), st.integers(0, 99)),
+                max_size=150))
+def test_leases_under_faults(steps):
+    w = World()
+    for action, a, c in steps:
+        w.step(action, a, c)
+    w.settle()
+
+
+def run(steps: int, seed: int) -> World:
+    """A long seeded run (the figures in docs/reliability.md come from this:
+    `python -c "from tests.unit.storage.test_lease_simulation import run; run(1_000_000, 24)"`).
+    """
+    rnd = random.Random(seed)
+    w = World()
+    for i in range(steps):
+        w.step(rnd.choice(ACTIONS), rnd.randrange(3), rnd.randrange(100))
+        if i % 5_000 == 4_999:
+            w.settle()
+    w.settle()
+    return w
+
+
+def test_a_long_run_of_leases_under_faults():
+    w = run(20_000, seed=24)
+    assert len(w.acked) > 500  # writes were acknowledged...
+    assert w.fenced_writes > 20  # ...and stale ones fenced...
+    assert sum(e.epoch > 1 for log in w.store.logs.values() for e in log) > 100  # ...over failovers
+
+
+def test_a_paused_owner_that_wakes_up_writes_nothing():
+    """Broker 1 owns everything, sends a write and is paused past its lease; broker 2 takes
+    over; broker 1 wakes up: it serves nothing and its write is fenced."""
+    w = World()
+    w.brokers[2].alive = w.brokers[3].alive = False
+    w.heartbeat(1)
+    assert all(w.brokers[1].tenures.lease(r, w.now) for r in RESOURCES)
+    w.write(1, RESOURCES.index(SHARD))
+    w.pause(1)
+    w.brokers[2].alive = True
+    w.now += TTL + 0.1
+    w.heartbeat(2)
+    w.heartbeat(2)  # sees itself live, takes everything
+    assert w.store.leases.holder(SHARD, w.now).owner == 2
+    w.resume(1)
+    assert w.brokers[1].tenures.lease(SHARD, w.now) is None
+    w.land(0)
+    assert w.fenced_writes == 1 and w.store.logs[SHARD] == []
+    w.check()
+
+
+def test_two_brokers_racing_for_one_resource_one_wins():
+    w = World()
+    w.brokers[3].alive = False
+    w.heartbeat(1)
+    w.heartbeat(2)
+    w.heartbeat(1)
+    w.heartbeat(2)
+    w.check()
+    for r in RESOURCES:
+        holder = w.store.leases.holder(r, w.now)
+        assert holder is not None and holder.owner in (1, 2)
+
+
+def test_a_write_of_a_killed_incarnation_is_fenced_after_its_restart():
+    """Broker 1 sends a write to the shard and is killed; it restarts after its lease
+    expired and takes the shard back, replaying it. The write of its former incarnation
+    then lands: a new tenure has a new epoch even for the same node, so it is refused (else
+    the shard's log would hold a write the new incarnation never replayed)."""
+    w = World()
+    w.brokers[2].alive = w.brokers[3].alive = False
+    w.heartbeat(1)
+    w.write(1, RESOURCES.index(SHARD))
+    w.crash(1)
+    w.now += TTL + 0.1
+    w.restart(1)
+    w.heartbeat(1)
+    assert w.brokers[1].tenures.lease(SHARD, w.now).epoch == 2
+    w.land(0)
+    assert w.fenced_writes == 1 and w.store.logs[SHARD] == []
+    w.check()
