@@ -17,6 +17,7 @@ Modules, each named for what it holds:
 - `postgres_log.py`: the partition log over the `batches` table (append with group commit,
   read, offsets, timestamps, DeleteRecords, retention); `batch_rows.py`, its pure part: the
   rows a produce payload becomes at a partition's tail.
+- `group_commit.py`: appends arriving together share one transaction.
 - `files_log.py`: the local file log (coterie.log) behind the same seam, for one broker.
 - `lease_table.py`: the lease rule of `leases.py` in memory, with the time passed in (the
   fault simulation of brokers and leases drives it); `tenure.py`: what one broker believes
