@@ -17,6 +17,9 @@ Modules, each named for what it holds:
 - `postgres_log.py`: the partition log over the `batches` table (append with group commit,
   read, offsets, timestamps, DeleteRecords, retention); `batch_rows.py`, its pure part: the
   rows a produce payload becomes at a partition's tail.
+- `membership.py`: one broker's rounds in a cluster: registration, renewals, its share of
+  the resources by `tenure.spread`, what it gained and lost (for the broker to load and
+  unload).
 - `group_commit.py`: appends arriving together share one transaction.
 - `files_log.py`: the local file log (coterie.log) behind the same seam, for one broker.
 - `lease_table.py`: the lease rule of `leases.py` in memory, with the time passed in (the
