@@ -75,7 +75,7 @@ from coterie.wire.codec import (
     peek_header,
     response_schema,
 )
-from coterie.wire.framing import FrameBuffer, FrameTooLarge
+from coterie.wire.framing import SMALL_FRAME, FrameBuffer, FrameTooLarge
 
 log = logging.getLogger("coterie.broker")
 
@@ -151,8 +151,12 @@ class ClientConnection(Connection):
     def readable(self) -> None:
         if self.closed:
             return
+        # Until a large frame has its memory, at most SMALL_FRAME bytes are read at once: a
+        # connection whose large frame waits for the pool then holds no more than that.
+        broker = self.broker
+        into = broker.read_into if self.frames.gathering_large else broker.read_small
         try:
-            count = os.readv(self.fd, self.broker.read_into)
+            count = os.readv(self.fd, into)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
@@ -552,6 +556,7 @@ class Broker:
         self.request_memory = RequestMemory(config.get_int("queued.max.request.bytes"))
         self.read_view = memoryview(read_buffer)
         self.read_into = (read_buffer,)
+        self.read_small = (self.read_view[:SMALL_FRAME],)
         self._tasks: list[asyncio.Task] = []
         self.connections = ConnectionTable(
             _int(effective, "max.connections"), _int(effective, "max.connections.per.ip"),

@@ -127,6 +127,11 @@ class FrameBuffer:
     def pending(self) -> int:
         return len(self._buf) + self._filled
 
+    @property
+    def gathering_large(self) -> bool:
+        """A large frame has its memory and is being received (read it in big chunks)."""
+        return self._big is not None
+
 
 def frame(payload: bytes) -> bytes:
     """Prefix a payload with its size."""
