@@ -95,6 +95,19 @@ def _describe(conn: RawConnection, kind: int, name: str,
     return result
 
 
+def _create(admin: AdminClient, *topics: NewTopic, timeout: float = 15.0) -> None:
+    """CreateTopics, then wait until the broker's metadata shows every topic. Kafka answers
+    CreateTopics once its controller committed the topics, and its broker learns of them a
+    moment later: a DescribeConfigs right after answered UNKNOWN_TOPIC_OR_PARTITION once
+    (seen in CI). coterie knows them at once."""
+    for f in admin.create_topics(list(topics)).values():
+        f.result(30)
+    deadline = time.monotonic() + timeout
+    names = {t.topic for t in topics}
+    while names - set(admin.list_topics(timeout=10).topics) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _by_name(result: Any) -> dict[str, tuple]:
     return {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
             for c in result.configs}
@@ -102,12 +115,9 @@ def _by_name(result: Any) -> dict[str, tuple]:
 
 def scenario(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([
-        NewTopic("plain", 1, 1),
-        NewTopic("tuned", 1, 1, config={"retention.ms": "1000", "cleanup.policy": "compact",
-                                        "segment.ms": "50000"})])
-    for f in futures.values():
-        f.result(30)
+    _create(admin, NewTopic("plain", 1, 1),
+            NewTopic("tuned", 1, 1, config={"retention.ms": "1000", "cleanup.policy": "compact",
+                                            "segment.ms": "50000"}))
     host, port = bootstrap.rsplit(":", 1)
     with RawConnection(host, int(port)) as conn:
         plain, tuned = _describe(conn, TOPIC, "plain"), _describe(conn, TOPIC, "tuned")
@@ -217,7 +227,7 @@ def _raw_alter(conn: RawConnection, kind: int, name: str,
 
 def alter_scenario(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("altered", 1, 1)])["altered"].result(30)
+    _create(admin, NewTopic("altered", 1, 1))
     host, port = bootstrap.rsplit(":", 1)
     set_, append, subtract, delete = (AlterConfigOpType.SET, AlterConfigOpType.APPEND,
                                       AlterConfigOpType.SUBTRACT, AlterConfigOpType.DELETE)
@@ -330,7 +340,7 @@ def group_scenario(bootstrap: str) -> None:
     default."""
     host, port = bootstrap.rsplit(":", 1)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("grouped", 1, 1)])["grouped"].result(30)
+    _create(admin, NewTopic("grouped", 1, 1))
     with RawConnection(host, int(port)) as conn:
         described = _describe(conn, GROUP, "tuned-group")
         assert described.error_code == ErrorCode.none
@@ -463,7 +473,7 @@ def dynamic_scenario(bootstrap: str) -> None:
     (resource ""), in Kafka's precedence over the static ones, shown in the topics' configs
     with their synonyms and applied at once (a smaller message.max.bytes refuses a record)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("dyn", 1, 1)])["dyn"].result(30)
+    _create(admin, NewTopic("dyn", 1, 1))
     host, port = bootstrap.rsplit(":", 1)
     with RawConnection(host, int(port)) as conn:
         assert _raw_alter(conn, BROKER, "1", ("log.retention.ms", "12345", 0),
@@ -650,7 +660,7 @@ def dynamic_names_scenario(bootstrap: str) -> None:
     confluent-kafka's AdminClient) and the cluster, described with their synonyms in every
     unit, refused as Kafka refuses them, deleted again."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("units", 1, 1)])["units"].result(30)
+    _create(admin, NewTopic("units", 1, 1))
     host, port = bootstrap.rsplit(":", 1)
     _set(admin, "1", THIS_BROKER)
     _set(admin, "1", {"ssl.cipher.suites": "TLS_AES_128_GCM_SHA256"}, AlterConfigOpType.APPEND)
