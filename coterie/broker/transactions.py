@@ -97,19 +97,26 @@ class TxnRuntime:
         """The handlers' way in: `operation(manager, now_ms)` on the core of `tid`'s
         partition, its records persisted before the answer (`run`); until loading is done,
         COORDINATOR_LOAD_IN_PROGRESS, once here for every API."""
-        if too_long(tid):
-            return TxnResult(ErrorCode.invalid_request)
-        if not self.loaded:
-            return TxnResult(ErrorCode.coordinator_load_in_progress)
+        refusal = self._refusal(tid)
+        if refusal is not None:
+            return TxnResult(refusal)
         return self.run(tid, operation(self.manager(tid), self.now_ms()))
 
-    def describe(self, tid: str) -> TxnMetadata | ErrorCode:
-        """DescribeTransactions of one id: its state, or the error (loading, not found, an
-        id no record could hold)."""
+    def _refusal(self, tid: str) -> ErrorCode | None:
+        """What every way in answers before `tid` is hashed to its partition: an id no
+        record can hold, or the partitions still loading."""
         if too_long(tid):
             return ErrorCode.invalid_request
         if not self.loaded:
             return ErrorCode.coordinator_load_in_progress
+        return None
+
+    def describe(self, tid: str) -> TxnMetadata | ErrorCode:
+        """DescribeTransactions of one id: its state, or the error (loading, not found, an
+        id no record could hold)."""
+        refusal = self._refusal(tid)
+        if refusal is not None:
+            return refusal
         meta = self.manager(tid).describe(tid) if tid else None
         return ErrorCode.transactional_id_not_found if meta is None else meta
 
@@ -260,10 +267,9 @@ class TxnRuntime:
         older than that error (`abortable` False: Produce before v11, TxnOffsetCommit
         before v4); a stale epoch is INVALID_PRODUCER_EPOCH. Kafka's partition leader maps
         its coordinator's answers the same way (AddPartitionsToTxnManager)."""
-        if too_long(tid):
-            return ErrorCode.invalid_request
-        if not self.loaded:
-            return ErrorCode.coordinator_load_in_progress
+        refusal = self._refusal(tid)
+        if refusal is not None:
+            return refusal
         return _for_writer(self.manager(tid).verify(tid, producer_id, epoch,
                                                     (topic, partition)), abortable)
 
@@ -283,10 +289,9 @@ class TxnRuntime:
         adds its partition to the transaction (starting one if none is open), persisted
         before the write is appended, as Kafka's partition leader asks the coordinator
         (AddPartitionsToTxn) before appending. None if the write may go on."""
-        if too_long(tid):
-            return ErrorCode.invalid_request
-        if not self.loaded:
-            return ErrorCode.coordinator_load_in_progress
+        refusal = self._refusal(tid)
+        if refusal is not None:
+            return refusal
         result = self.run(tid, self.manager(tid).add_partitions(
             tid, producer_id, epoch, [(topic, partition)], self.now_ms(), tv2=True))
         return _for_writer(None if result.error == ErrorCode.none else result.error, True)

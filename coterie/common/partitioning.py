@@ -33,6 +33,10 @@ _POWERS: list[int] = [1]
 for _ in range(_CHUNK):
     _POWERS.append(_POWERS[-1] * 31 & _MASK)
 _SWAP = sys.byteorder == "little"
+# Strings longer than this have their hashes kept (`_long_hash`) or lent (`lend`).
+_LONG = 256
+# Hashes of long strings computed ahead for the requests being handled (`lend`).
+_LENT: dict[str, int] = {}
 
 
 def _units(s: str) -> array:
@@ -41,13 +45,6 @@ def _units(s: str) -> array:
     if _SWAP:
         units.byteswap()
     return units
-
-
-_LONG = 256
-
-
-# Hashes of long strings computed ahead for the requests being handled (`lend`).
-_LENT: dict[str, int] = {}
 
 
 def java_string_hash(s: str) -> int:

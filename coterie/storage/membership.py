@@ -77,29 +77,23 @@ class Membership:
         db, node, ttl = self.db, self.node_id, self.ttl
         await self._keep_registered()
         sent = self.clock()
-        renewed = {lease.resource: lease for lease in await leases.renew_all(db, node, ttl)}
-        counted = {lease.resource: lease for lease in self.tenures.held()}
-        for r, lease in counted.items():
-            if renewed.get(r) == lease:
-                self.tenures.granted(lease, sent, ttl)
-            else:
-                self._lose(r, changes)
-        for r, lease in renewed.items():
-            if counted.get(r) != lease:
-                await leases.release(db, lease)
+        lost, stray = self.tenures.renewed(await leases.renew_all(db, node, ttl), sent, ttl)
+        changes.lost += lost
+        for lease in stray:
+            await leases.release(db, lease)
         self.live = await brokers.live_brokers(db)
         owners = spread(self.resources(), [b.node_id for b in self.live])
-        for r, owner in owners.items():
-            mine = self.lease(r)
-            if owner == node and mine is None:
-                sent = self.clock()
-                got = await leases.acquire(db, r, node, ttl)
-                if got is not None:
-                    self.tenures.granted(got, sent, ttl)
-                    changes.gained.append(got)
-            elif owner != node and mine is not None:
-                await leases.release(db, mine)
-                self._lose(r, changes)
+        take, give = self.tenures.moves(owners, node, self.clock())
+        for r in take:
+            sent = self.clock()
+            got = await leases.acquire(db, r, node, ttl)
+            if got is not None:
+                self.tenures.granted(got, sent, ttl)
+                changes.gained.append(got)
+        for lease in give:
+            await leases.release(db, lease)
+            self.tenures.lost(lease.resource)
+            changes.lost.append(lease.resource)
         return changes
 
     async def _keep_registered(self) -> None:
@@ -112,10 +106,6 @@ class Membership:
             log.warning("node %d: registration lapsed (paused or cut off past %.1f s); "
                         "registering again", self.node_id, self.ttl)
             await self.start()
-
-    def _lose(self, resource: Resource, changes: Changes) -> None:
-        self.tenures.lost(resource)
-        changes.lost.append(resource)
 
     async def stop(self) -> None:
         """Leave at once (a clean shutdown): every lease released, the node.id freed, so the

@@ -22,7 +22,7 @@ Pure: time comes in as an argument, no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from coterie.storage.api import Lease, Resource
 
@@ -57,6 +57,39 @@ class Tenures:
 
     def held(self) -> list[Lease]:
         return [lease for lease, _ in self._held.values()]
+
+    def renewed(self, renewed: Iterable[Lease], sent_at: float,
+                ttl: float) -> tuple[list[Resource], list[Lease]]:
+        """Take in the answer of a renewal of every lease this node holds, sent at
+        `sent_at`: the tenures it renewed run on from then; the ones it did not are lost
+        (first list). The second list is what the store renewed that this broker no longer
+        counts on (after a fenced write, say): those must be released, or they would be
+        renewed forever and nobody else could take them."""
+        fresh = {lease.resource: lease for lease in renewed}
+        lost = []
+        for lease in self.held():
+            if fresh.get(lease.resource) == lease:
+                self.granted(lease, sent_at, ttl)
+            else:
+                self.lost(lease.resource)
+                lost.append(lease.resource)
+        stray = [lease for lease in fresh.values()
+                 if self._held.get(lease.resource, (None,))[0] != lease]
+        return lost, stray
+
+    def moves(self, owners: Mapping[Resource, int], node_id: int,
+              now: float) -> tuple[list[Resource], list[Lease]]:
+        """By `owners` (`spread` over the live brokers): the resources this broker should
+        take (its own, not served now), and the leases it should hand back (served now,
+        another live broker's)."""
+        take, give = [], []
+        for resource, owner in owners.items():
+            mine = self.lease(resource, now)
+            if owner == node_id and mine is None:
+                take.append(resource)
+            elif owner != node_id and mine is not None:
+                give.append(mine)
+        return take, give
 
 
 def _weight(node_id: int, resource: Resource) -> bytes:

@@ -8,6 +8,9 @@ says it moves the database clock's view of a lease on purpose.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
 from coterie.storage import leases
 from coterie.storage.api import Lease, Resource, TopicIdPartition
 from coterie.storage.database import Database
@@ -15,6 +18,21 @@ from coterie.storage.migrations import migrate
 from coterie.storage.topics import create_topic
 
 LONG_TTL = 60.0
+
+
+def with_dbs(dsn: str, scenario: Callable[..., Awaitable[None]], n: int = 1) -> None:
+    """Run `scenario(db, ...)` with `n` connections to a migrated database (one per broker
+    it plays), closed afterwards whatever happens."""
+
+    async def main() -> None:
+        dbs = [await open_db(dsn) for _ in range(n)]
+        try:
+            await scenario(*dbs)
+        finally:
+            for db in dbs:
+                await db.close()
+
+    asyncio.run(main())
 
 
 async def open_db(dsn: str) -> Database:

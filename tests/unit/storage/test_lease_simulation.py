@@ -138,31 +138,23 @@ class World:
             registration = store.leases.acquire(me, node_id, now, TTL)
             if registration is not None:
                 b.tenures.granted(registration, now, TTL)
-            renewed = {lease.resource: lease
-                       for lease in store.leases.renew_all(node_id, now, TTL)}
-            believed = {lease.resource: lease for lease in b.tenures.held()}
-            for lease in believed.values():
-                if renewed.get(lease.resource) == lease:
+            lost, stray = b.tenures.renewed(store.leases.renew_all(node_id, now, TTL), now,
+                                            TTL)
+            for r in lost:
+                self._lost(b, r)
+            for lease in stray:
+                store.leases.release(lease, now)
+            take, give = b.tenures.moves(spread(RESOURCES, store.live_brokers(now)), node_id,
+                                         now)
+            for r in take:
+                lease = store.leases.acquire(r, node_id, now, TTL)
+                if lease is not None:
                     b.tenures.granted(lease, now, TTL)
-                else:
-                    self._lost(b, lease.resource)
-            for r, lease in renewed.items():
-                if believed.get(r) != lease:
-                    # Held in the store but not in this broker's view (a write of an older
-                    # tenure was fenced): give it back, or it would be renewed forever.
-                    store.leases.release(lease, now)
-            owners = spread(RESOURCES, store.live_brokers(now))
-            for r in RESOURCES:
-                mine = b.tenures.lease(r, now)
-                if owners.get(r) == node_id and mine is None:
-                    lease = store.leases.acquire(r, node_id, now, TTL)
-                    if lease is not None:
-                        b.tenures.granted(lease, now, TTL)
-                        if r == SHARD:
-                            b.shard = replay(store.logs[SHARD])
-                elif mine is not None and owners.get(r) not in (None, node_id):
-                    store.leases.release(mine, now)
-                    self._lost(b, r)
+                    if r == SHARD:
+                        b.shard = replay(store.logs[SHARD])
+            for lease in give:
+                store.leases.release(lease, now)
+                self._lost(b, lease.resource)
         except Unreachable:
             return
 
