@@ -3,5 +3,6 @@
 pytest_plugins = [
     "tests.fixtures.coterie_broker",
     "tests.fixtures.postgres",
+    "tests.fixtures.coterie_cluster",
     "tests.fixtures.reference_broker",
 ]

@@ -78,6 +78,7 @@ APIS: dict[int, Api] = {
         Api(24, "AddPartitionsToTxn", 0, 3, transactions.add_partitions_to_txn),
         Api(25, "AddOffsetsToTxn", 0, 4, transactions.add_offsets_to_txn),
         Api(26, "EndTxn", 0, 5, transactions.end_txn),
+        Api(27, "WriteTxnMarkers", 1, 1, transactions.write_txn_markers),
         Api(28, "TxnOffsetCommit", 0, 5, offset_commit.txn_offset_commit),
         Api(32, "DescribeConfigs", 1, 4, configs.describe_configs),
         Api(33, "AlterConfigs", 0, 2, configs.alter_configs),

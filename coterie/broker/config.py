@@ -50,7 +50,16 @@ DEFAULTS: dict[str, str] = {
     "group.events.enable": "true",
     "group.events.retention.ms": str(7 * 24 * 60 * 60 * 1000),
     "group.events.partitions": "1",
+    # coterie's own: where durable state lives. Empty: local files in the data directory
+    # (one broker). A PostgreSQL URI (postgresql://...): a broker of a cluster whose every
+    # durable thing is in that database (coterie.broker.cluster, docs/cluster.md).
+    "storage": "",
+    # coterie's own: how long a cluster broker's leases (its partitions, its registration)
+    # outlive its last renewal; a dead broker's partitions move after about this long.
+    "cluster.lease.ms": "6000",
 }
+
+STORAGE_SCHEMES = ("postgresql://", "postgres://")
 
 
 # group.consumer.* integer settings (KIP-848 consumer groups) -> ConsumerGroupConfig fields;
@@ -152,6 +161,14 @@ class BrokerConfig:
             raise ConfigError("group.events.retention.ms must be -1 (forever) or more")
         if self.num_partitions <= 0:
             raise ConfigError(f"num.partitions must be positive, got {self.num_partitions}")
+        storage = self.props.get("storage", "").strip()
+        if storage and not storage.startswith(STORAGE_SCHEMES):
+            raise ConfigError(f"storage={storage!r}: coterie stores in local files (leave it "
+                              "empty) or in PostgreSQL (a postgresql:// URI)")
+        if self.get_int("cluster.lease.ms") < 300:
+            raise ConfigError("cluster.lease.ms must be at least 300")
+        if self.node_id < 0:
+            raise ConfigError(f"node.id must be 0 or more, got {self.node_id}")
         if self.socket_request_max_bytes <= 0:
             raise ConfigError("socket.request.max.bytes must be positive")
         if self.max_partitions_per_request <= 0:
@@ -189,6 +206,15 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         return self.get_int("node.id")
+
+    @property
+    def storage(self) -> str | None:
+        """The PostgreSQL URI of a cluster broker's storage; None: local files."""
+        return self.props.get("storage", "").strip() or None
+
+    @property
+    def lease_s(self) -> float:
+        return self.get_int("cluster.lease.ms") / 1000
 
     @property
     def socket_request_max_bytes(self) -> int:

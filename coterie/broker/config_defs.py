@@ -457,6 +457,7 @@ DYNAMIC_CONFIGS: dict[str, Dynamic] = {
 COTERIE_CONFIGS: dict[str, int] = {
     "advertised.host": STRING,
     "advertised.port": INT,
+    "cluster.lease.ms": INT,
     "group.classic.max.member.metadata.bytes": INT,
     "group.consumer.client.assignment.timeout.ms": INT,
     "group.events.enable": BOOLEAN,
@@ -464,6 +465,7 @@ COTERIE_CONFIGS: dict[str, int] = {
     "group.events.retention.ms": LONG,
     "log.max.open.files": INT,
     "max.partitions.per.request": INT,
+    "storage": STRING,
 }
 STATIC_NAMES: frozenset[str] = frozenset(STATIC_CONFIGS) | frozenset(COTERIE_CONFIGS)
 # Security configs Kafka changes only per listener (listener.name.<listener>.<config>), never

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from coterie.broker.large import OffLoop
 from coterie.broker.services import Services
 from coterie.common.shared_table import SharedTable, shared_str
@@ -15,6 +17,31 @@ from coterie.wire.codec import response_schema
 
 # Every partition's leader epoch: one broker, never re-elected.
 LEADER_EPOCH = 0
+
+
+
+def leader_epoch(services: Services, topic: str, index: int) -> int:
+    """This broker's leader epoch of a partition: LEADER_EPOCH on a single broker; on a
+    cluster broker the epoch of its lease while it leads the partition, else -1 (it does
+    not lead it: NOT_LEADER_OR_FOLLOWER)."""
+    cluster = services.cluster
+    if cluster is None:
+        return LEADER_EPOCH
+    led = cluster.serving(topic, index)
+    return -1 if led is None else led.lease.epoch
+
+
+def epoch_error(current_leader_epoch: int, epoch: int) -> ErrorCode | None:
+    """What a request naming the client's `current_leader_epoch` (-1: none) is answered
+    when this broker's epoch is `epoch` (-1: not the leader), as Kafka's leader checks."""
+    if epoch < 0:
+        return ErrorCode.not_leader_or_follower
+    if current_leader_epoch > epoch:
+        return ErrorCode.unknown_leader_epoch
+    if 0 <= current_leader_epoch < epoch:
+        return ErrorCode.fenced_leader_epoch
+    return None
+
 
 # The null topic id of the wire (Kafka's Uuid.ZERO_UUID).
 ZERO_UUID = uuid.UUID(int=0)

@@ -67,7 +67,10 @@ class GroupEventPublisher:
         props = {**EVENTS_DEFAULTS, **props}
         self.enabled = props["group.events.enable"].strip().lower() == "true"
         self.retention_ms = int(props["group.events.retention.ms"])
-        self.partitions = max(1, int(props["group.events.partitions"]))
+        # The topic is created by the broker (coterie.broker.internal_topics) when enabled.
+        info = logs.topics.get(EVENTS_TOPIC)
+        self.partitions = info.partitions if info is not None else max(
+            1, int(props["group.events.partitions"]))
         self.deriver = EventDeriver()
         # The kind of timer being fired, if any: it says why members went (fenced, not left).
         self.cause: TimerKind | None = None
@@ -76,17 +79,6 @@ class GroupEventPublisher:
         self._fingerprints: dict[str, Any] = {}
 
     # -- start-up ---------------------------------------------------------------------------
-    def ensure_topic(self) -> None:
-        if not self.enabled:
-            return
-        if EVENTS_TOPIC in self.logs.topics:
-            self.partitions = self.logs.topics[EVENTS_TOPIC].partitions
-            return
-        self.topics.create_topic(EVENTS_TOPIC, self.partitions, {
-            "cleanup.policy": "delete",
-            "retention.ms": str(self.retention_ms),
-        })
-
     def prime(self) -> None:
         """After loading: take every loaded group as known, so a restart is not news."""
         if not self.enabled:

@@ -31,7 +31,7 @@ class GroupHousekeeping:
         """Delete the offsets whose retention ran out; returns how many."""
         expired = 0
         now = self.now_ms()
-        for shard in self.router.shards:
+        for shard in self.router.served():
             records = shard.expire_offsets(now)
             by_group: dict[str, list[Record]] = {}
             for r in records:
@@ -47,4 +47,4 @@ class GroupHousekeeping:
         batches, which a snapshot of live values cannot restate."""
         now = self.now_ms()
         return sum(self.log.compact(shard.partition, shard.durable, now, min_segments)
-                   for shard in self.router.shards if not shard.has_open_transactions())
+                   for shard in self.router.served() if not shard.has_open_transactions())

@@ -15,13 +15,15 @@ import asyncio
 
 from coterie.broker.offsets_topic import OffsetsLog, TxnMarker, TxnRecord
 from coterie.broker.shard_router import ShardRouter
+from coterie.group import GroupShard
 
 
-async def load_shards(router: ShardRouter, offsets_log: OffsetsLog) -> tuple[int, int]:
-    """Replay every partition into its shard; returns (records replayed, records of
-    unknown types skipped)."""
+async def load_shards(router: ShardRouter, offsets_log: OffsetsLog,
+                      shards: list[GroupShard] | None = None) -> tuple[int, int]:
+    """Replay every partition (or those of `shards`) into its shard; returns (records
+    replayed, records of unknown types skipped)."""
     count = skipped = 0
-    for shard in router.shards:
+    for shard in router.shards if shards is None else shards:
         for chunk in offsets_log.read(shard.partition):
             for item in chunk:
                 if item is None:

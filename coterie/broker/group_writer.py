@@ -15,6 +15,7 @@ marker first, then the shard replays it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from coterie.broker.shard_router import ShardRouter
 from coterie.group import Record, Result, TimerKind
 
 log = logging.getLogger("coterie.groups")
+# Parked answers waiting for a cluster's database (kept referenced until they are sent).
+_LATER: set[asyncio.Task] = set()
 
 
 def with_error(response: Any, error: ErrorCode) -> Any:
@@ -74,6 +77,9 @@ class ResultWriter:
         self.parked = parked
         self.now_ms = clock
         self.events: GroupObserver = Unobserved()
+        # A cluster broker's wait for its records to reach the database
+        # (coterie.broker.cluster.ClusterNode.coordinator_barrier); None on a single broker.
+        self.barrier: Callable[[], Any] | None = None
 
     def run(self, group_id: str, result: Result) -> Any:
         """Append the records, then answer, then arm timers. Returns the immediate answer.
@@ -102,10 +108,29 @@ class ResultWriter:
                 self.timers.cancel_group(group_id)
             self.timers.apply(revert.result.timers)
             completed = [*completed, *revert.result.completed]
-        for token, answer in completed:
-            self.parked.resolve(token, answer)
+        if completed:
+            self._answer_parked(completed)
         self.events.observe(group_id, wrote_records=bool(result.records))
         return response
+
+    def _answer_parked(self, completed: list[tuple[Any, Any]]) -> None:
+        """Answer parked requests: at once, or on a cluster broker once the records before
+        the answers are in the database (NOT_COORDINATOR if they did not get there)."""
+        wait = self.barrier() if self.barrier is not None else None
+        if wait is None:
+            for token, answer in completed:
+                self.parked.resolve(token, answer)
+            return
+
+        async def later() -> None:
+            stored = await wait
+            for token, answer in completed:
+                self.parked.resolve(
+                    token, answer if stored else with_error(answer, ErrorCode.not_coordinator))
+
+        task = asyncio.ensure_future(later())
+        _LATER.add(task)
+        task.add_done_callback(_LATER.discard)
 
     def run_settled(self, group_id: str, result: Result) -> Any:
         """`run` for a settled member's heartbeat, which writes and completes nothing and

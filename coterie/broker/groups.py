@@ -135,6 +135,8 @@ class GroupRuntime:
         # The transaction coordinator's verification of a TxnOffsetCommit (the broker plugs
         # in its transaction runtime); None: every transaction may write.
         self.verify_transaction: Callable[[VerifyTransaction], ErrorCode | None] | None = None
+        self._topics: dict[str, Any] | None = None  # the last topics handed over
+        self._loading_shards: set[int] = set()  # a cluster's shards being loaded
 
     # -- the parts ---------------------------------------------------------------------------
     @property
@@ -180,6 +182,8 @@ class GroupRuntime:
             return request.refused(LOADING)
         group_id = request.group_id
         shard = self.router.shard_for(group_id)
+        if self.router.owned is not None and shard.partition not in self.router.owned:
+            return request.refused(self._not_here(shard.partition))
         now = self.now_ms()
         result = shard.handle(request, now)
         if result.verify is not None:
@@ -194,7 +198,10 @@ class GroupRuntime:
         sends it down the general path (`handle` with the full request)."""
         if not self.loaded:
             return request.refused(LOADING)
-        result = self.router.shard_for(request.group_id).handle(request, self.now_ms())
+        shard = self.router.shard_for(request.group_id)
+        if self.router.owned is not None and shard.partition not in self.router.owned:
+            return request.refused(self._not_here(shard.partition))
+        result = shard.handle(request, self.now_ms())
         if result is None:
             return None
         return self.writer.run_settled(request.group_id, result)
@@ -204,7 +211,7 @@ class GroupRuntime:
         """ListGroups over every shard; None while loading."""
         if not self.loaded:
             return None
-        return [g for shard in self.router.shards for g in shard.list_groups(states, types)]
+        return [g for shard in self.router.served() for g in shard.list_groups(states, types)]
 
     def group(self, group_id: str) -> Group | None:
         """The group holding `group_id`, of any type (for observers: read only)."""
@@ -232,7 +239,9 @@ class GroupRuntime:
         loaded groups must meet again."""
         started = self.now_ms()
         try:
-            count, skipped = await load_shards(self.router, self.writer.log)
+            # A cluster broker loads each shard when it comes to lead it (`load_shard`).
+            count, skipped = await load_shards(
+                self.router, self.writer.log, None if self.router.owned is None else [])
         except Exception:
             # A record that contradicts the state (ReplayError) or bytes that do not decode:
             # like Kafka, refuse to serve groups from a log that cannot be trusted.
@@ -254,18 +263,79 @@ class GroupRuntime:
                  self.now_ms() - started, dict(sorted(by_type.items())) or "none",
                  sum(len(s.offsets.groups()) for s in self.router.shards))
 
+    # -- a cluster's shards ------------------------------------------------------------------
+    def serve_only_loaded(self, barrier: Callable[[], Any]) -> None:
+        """A cluster broker: coordinate no shard until its partition is led here
+        (`load_shard`); the others answer NOT_COORDINATOR. Parked requests are answered
+        once `barrier` says the records before their answers are in the database."""
+        self.router.owned = set()
+        self.writer.barrier = barrier
+
+    def coordinates(self, partition: int) -> bool:
+        """Whether this broker coordinates shard `partition` now (loaded, not given up)."""
+        return self.router.owned is None or partition in self.router.owned
+
+    def _not_here(self, partition: int) -> ErrorCode:
+        return LOADING if partition in self._loading_shards else ErrorCode.not_coordinator
+
+    async def load_shard(self, partition: int) -> None:
+        """This broker now leads `partition` of __consumer_offsets: replay it into a new
+        shard (as at a restart), then coordinate its groups."""
+        owned = self.router.owned
+        assert owned is not None, "a single broker coordinates every shard from the start"
+        if partition in owned:
+            self.unload_shard(partition)
+        self._loading_shards.add(partition)
+        shard = self.router.replace(partition)
+        started = self.now_ms()
+        try:
+            count, _ = await load_shards(self.router, self.writer.log, [shard])
+        except Exception:
+            log.exception("loading %s-%d failed; its groups stay unavailable here",
+                          OFFSETS_TOPIC, partition)
+            self.router.replace(partition)
+            return
+        finally:
+            self._loading_shards.discard(partition)
+        if self.router.shards[partition] is not shard:
+            return  # given up while loading
+        now = self.now_ms()
+        self.timers.apply(shard.timers_after_load(now))
+        owned.add(partition)
+        if self._topics is not None:
+            image = TopicImage.of(self._topics, shard.next_image_version())
+            self.writer.run_many(shard.on_topics_changed(image, now))
+        log.info("coordinating shard %d: %d records, %d groups, in %d ms", partition, count,
+                 len(shard.groups), self.now_ms() - started)
+
+    def unload_shard(self, partition: int) -> None:
+        """Another broker leads `partition` now (or this one lost it): its groups go from
+        here, their parked requests answered NOT_COORDINATOR, their timers cancelled."""
+        owned = self.router.owned
+        if owned is None:
+            return
+        owned.discard(partition)
+        self._loading_shards.discard(partition)
+        shard = self.router.shards[partition]
+        for group_id, group in list(shard.groups.items()):
+            self.timers.cancel_group(group_id)
+            for token, answer in group.dropped(ErrorCode.not_coordinator):
+                self.parked.resolve(token, answer)
+        self.router.replace(partition)
+
     # -- topics ------------------------------------------------------------------------------
     def topics_changed(self, topics: Mapping[str, tuple[uuid.UUID, int] | TopicInfo]) -> None:
         """Tell every shard the broker's topics (after a create, a delete, more partitions,
         and once loading is done) and persist the epoch bumps they return. Skipped while
         loading: the end of loading hands over the full picture anyway."""
+        self._topics = dict(topics)
         if not self.loaded:
             return
         now = self.now_ms()
         # One picture for every shard (built once: a broker may have many topics), at a
         # version newer than any shard has seen.
         image = TopicImage.of(topics, max(s.next_image_version() for s in self.router.shards))
-        for shard in self.router.shards:
+        for shard in self.router.served():
             try:
                 self.writer.run_many(shard.on_topics_changed(image, now))
             except Exception:
@@ -275,6 +345,9 @@ class GroupRuntime:
     # -- timers ------------------------------------------------------------------------------
     def _fire(self, key: TimerKey, now: int) -> None:
         group_id = key.group_id
+        shard = self.router.shard_for(group_id)
+        if self.router.owned is not None and shard.partition not in self.router.owned:
+            return  # a timer of a shard given up (cancelled with it; never fired here)
         # Why members a timer removes went (a TimerKind: a str, "session" and so on).
         self.events.cause = key.kind
         try:

@@ -27,6 +27,7 @@ import base64
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import struct
 import time
@@ -40,6 +41,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker import heap
 from coterie.broker.apis import API_VERSIONS, APIS, Api
+from coterie.broker.cluster import ClusterNode
 from coterie.broker.config import DEFAULTS, BrokerConfig, ConfigError
 from coterie.broker.connections import Connection, ConnectionTable, RateLimitedLog
 from coterie.broker.context import Parked, RequestContext
@@ -49,15 +51,17 @@ from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
 from coterie.broker.handlers.api_versions import unsupported_version_answer
 from coterie.broker.handlers.consumer_groups import SteadyAnswers
+from coterie.broker.internal_topics import internal_topics
 from coterie.broker.large import BIG_FRAME, OffLoop, decoded_big, encoded_off_loop
 from coterie.broker.log_cleaner import LogCleaner
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
+from coterie.broker.peers import Peers
 from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.request_memory import RequestMemory
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.topic_admin import TopicAdmin
-from coterie.broker.transactions import TXN_DEFAULTS, TxnRuntime
+from coterie.broker.transactions import TXN_DEFAULTS, TXN_TOPIC, TxnRuntime
 from coterie.broker.waiters import FetchWaiters
 from coterie.common.partitioning import give_back, lend
 from coterie.common.shared_table import shared_str
@@ -464,6 +468,11 @@ class ClientConnection(Connection):
             self._update_watch()
 
 
+def new_cluster_id() -> str:
+    """A new cluster id, as Kafka's are: a random UUID in URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
 def _load_cluster_id(data_dir: Path) -> str:
     """Read or create `meta.properties`, which pins the cluster id across restarts."""
     meta = data_dir / "meta.properties"
@@ -471,7 +480,7 @@ def _load_cluster_id(data_dir: Path) -> str:
         for line in meta.read_text().splitlines():
             if line.startswith("cluster.id="):
                 return line.split("=", 1)[1].strip()
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    cluster_id = new_cluster_id()
     tmp = meta.with_suffix(".tmp")
     tmp.write_text(f"version=1\ncluster.id={cluster_id}\n")
     tmp.replace(meta)
@@ -490,10 +499,14 @@ class Broker:
     """Wires the parts (log, topic admin, group runtime, event publisher) and serves them:
     handlers see only the `Services` (coterie.broker.services)."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, cluster: ClusterNode | None = None) -> None:
+        """`cluster`: a broker of a cluster over PostgreSQL, connected already (`create`);
+        None: one broker on local files."""
         self.config = config
+        self.cluster = cluster
         self.apis: dict[int, Api] = APIS
         self.waiters = FetchWaiters()
+        config.data_dir.mkdir(parents=True, exist_ok=True)
         # Broker configs changed at run time, over the static ones (the file's, and the
         # listener the command line gives) and coterie's defaults; the parts that act on
         # them are handed every change (`_dynamic_changed`).
@@ -502,22 +515,31 @@ class Broker:
         self.dynamic_configs = DynamicBrokerConfigs(
             config.data_dir, static, {**GROUP_DEFAULTS, **TXN_DEFAULTS, **DEFAULTS})
         effective = self.dynamic_configs.effective()
-        self.logs: LogManager = LogManager.open(config.data_dir, effective, self.now_ms())
+        log_dir = config.data_dir
+        if cluster is not None:
+            # The copies of the partitions this broker leads: a cache, started empty.
+            log_dir = config.data_dir / "cluster-cache"
+            shutil.rmtree(log_dir, ignore_errors=True)
+        self.logs: LogManager = LogManager.open(log_dir, effective, self.now_ms())
         self.dynamic_configs.watch(
             self.logs.set_broker_props,
             check=lambda props: self.logs.set_broker_props(props, check_only=True))
-        self.cluster_id = _load_cluster_id(config.data_dir)
-        self.producer_ids = ProducerIdAllocator(config.data_dir)
+        self.producer_ids: Any
+        if cluster is None:
+            self.cluster_id = _load_cluster_id(config.data_dir)
+            self.producer_ids = ProducerIdAllocator(config.data_dir)
+        else:
+            self.cluster_id = cluster.cluster_id
+            self.producer_ids = cluster
+            cluster.attach(self.logs, self.waiters, self.now_ms)
         self.topics = TopicAdmin(self.logs, self.now_ms)
         props = {**GROUP_DEFAULTS, **config.props}
-        partitions = int(props["offsets.topic.num.partitions"])
-        if OFFSETS_TOPIC in self.logs.topics:
-            partitions = self.logs.topics[OFFSETS_TOPIC].partitions
-        else:
-            self.topics.create_topic(OFFSETS_TOPIC, partitions, {
-                "cleanup.policy": "compact",
-                "segment.bytes": props["offsets.topic.segment.bytes"],
-            })
+        for spec in internal_topics(config.props):
+            # Created the first time a broker starts on this data (a cluster broker finds
+            # them in the database: coterie.broker.cluster); kept as found after that.
+            if spec.name not in self.logs.topics:
+                self.topics.create_topic(spec.name, spec.partitions, spec.configs)
+        partitions = self.logs.topics[OFFSETS_TOPIC].partitions
         self.cleaner: LogCleaner | None = None
         if config.get_bool("log.cleaner.enable"):
             self.cleaner = LogCleaner(
@@ -527,13 +549,21 @@ class Broker:
             OffsetsTopic(self.logs, partitions), self.now_ms,
             group_settings(config.props, config.consumer_group_config()),
             retention_check_interval_ms=int(props["offsets.retention.check.interval.ms"]))
+        if cluster is not None:
+            self.groups.serve_only_loaded(cluster.coordinator_barrier)
+            cluster.on_gained = self._partition_gained
+            cluster.on_lost = self._partition_lost
+            cluster.on_topics_changed = self.topics.changed
         self.group_events = GroupEventPublisher(self.groups, self.logs, self.topics,
                                                 self.waiters, config.props, self.now_ms)
-        self.group_events.ensure_topic()
         self.groups.events = self.group_events
         self.topics.listeners.append(self._topics_changed)
         self.transactions = TxnRuntime(self.logs, self.groups, self.waiters, self.producer_ids,
-                                       self.now_ms, config.props, self.topics.create_topic)
+                                       self.now_ms, config.props)
+        self.peers: Peers | None = None
+        if cluster is not None:
+            self.peers = Peers(f"coterie-node-{config.node_id}")
+            self.transactions.serve_only_loaded(cluster, self.peers)
         self.groups.verify_transaction = lambda v: self.transactions.verify_offsets(
             v.transactional_id, v.producer_id, v.producer_epoch, v.partition, v.version)
         self.group_configs = GroupConfigs(
@@ -546,7 +576,8 @@ class Broker:
             apis=tuple(ApiRange(a.key, a.min_version, a.max_version)
                        for a in sorted(self.apis.values(), key=lambda a: a.key)),
             transactions=self.transactions, group_configs=self.group_configs,
-            dynamic_configs=self.dynamic_configs, steady_answers=SteadyAnswers())
+            dynamic_configs=self.dynamic_configs, steady_answers=SteadyAnswers(),
+            cluster=cluster)
         self._listener: Listener | None = None
         self.poller: Poller | LoopPoller | None = None
         self._stopped: asyncio.Future | None = None
@@ -587,9 +618,40 @@ class Broker:
             self.cleaner.backoff_s = int(props["log.cleaner.backoff.ms"]) / 1000
             self.cleaner.key_budget_bytes = int(props["log.cleaner.dedupe.buffer.size"])
 
+    @classmethod
+    async def create(cls, config: BrokerConfig) -> Broker:
+        """A broker for `config`: with `storage=postgresql://...`, first connected to its
+        cluster (ClusterStartError says why it cannot be)."""
+        if config.storage is None:
+            return cls(config)
+        node = ClusterNode(config.storage, config.node_id, config.lease_s,
+                           rack=config.props.get("broker.rack") or None)
+        await node.connect(new_cluster_id(), internal_topics(config.props))
+        try:
+            return cls(config, node)
+        except BaseException:
+            await node.close()
+            raise
+
     @staticmethod
     def now_ms() -> int:
         return time.time_ns() // 1_000_000
+
+    # -- a cluster's partitions ------------------------------------------------------------
+    def _partition_gained(self, name: str, index: int) -> Any:
+        """This broker leads a partition now: a __consumer_offsets one makes it the
+        coordinator of that shard's groups."""
+        if name == OFFSETS_TOPIC:
+            return self.groups.load_shard(index)
+        if name == TXN_TOPIC:
+            return self.transactions.load_shard(index)
+        return None
+
+    def _partition_lost(self, name: str, index: int) -> None:
+        if name == OFFSETS_TOPIC:
+            self.groups.unload_shard(index)
+        elif name == TXN_TOPIC:
+            self.transactions.unload_shard(index)
 
     # -- topic operations (tests and tools call them on the broker) -------------------------
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
@@ -623,6 +685,14 @@ class Broker:
             # Listening on an ephemeral port: advertise the one we actually got.
             self.config.port = self.port
         self._stopped = loop.create_future()
+        if self.cluster is not None:
+            try:
+                await self.cluster.register(self.config.advertised_host,
+                                            self.config.advertised_port)
+            except BaseException:
+                self._listener.close()
+                raise
+            self._tasks.append(asyncio.create_task(self.cluster.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self.load_groups()))
         if self.cleaner is not None:
@@ -658,6 +728,10 @@ class Broker:
             self.poller.close()
         if self._stopped is not None and not self._stopped.done():
             self._stopped.set_result(None)
+        if self.cluster is not None:
+            await self.cluster.stop()
+        if self.peers is not None:
+            self.peers.close()
         self.groups.close()
         self.logs.close()
 
@@ -800,14 +874,20 @@ class Broker:
         except Exception as e:
             raise _handler_failed(e, api, version, _who(head, peer)) from e
         if type(response) is CoroutineType:
-            return self._answer_later(response, api, head, ctx)
-        if response is None or type(response) is Parked:
+            out = self._answer_later(response, api, head, ctx)
+        elif response is None or type(response) is Parked:
             return response
-        if type(response) is OffLoop:
-            return self._encode_off_loop(response, api, head, ctx)
-        if getattr(response, "error_code", None) == ErrorCode.invalid_request:
-            _log_invalid_request(ctx, api, response)
-        return encode_response(correlation_id, response, api_key, version)
+        elif type(response) is OffLoop:
+            out = self._encode_off_loop(response, api, head, ctx)
+        else:
+            if getattr(response, "error_code", None) == ErrorCode.invalid_request:
+                _log_invalid_request(ctx, api, response)
+            out = encode_response(correlation_id, response, api_key, version)
+        if self.cluster is not None and api_key not in DATA_APIS:
+            barrier = self.cluster.coordinator_barrier()
+            if barrier is not None:
+                return _after(barrier, out, f"{_who(head, peer)} {api.name}")
+        return out
 
     async def _handle_big_frame(self, frame: bytes, api: Api, version: int,
                                 peer: str) -> Any:
@@ -901,6 +981,26 @@ class Broker:
 
 async def _at_once(response: Any) -> Any:
     return response
+
+
+# The APIs whose answers never rest on a coordinator's records: a cluster broker sends them
+# without waiting for the coordinators' writes to reach the database.
+DATA_APIS = frozenset({0, 1, 2, 3, 10, 18, 23, 60})
+
+
+async def _after(barrier: Any, out: Any, what: str) -> Any:
+    """A cluster broker's coordinator answer, sent once the records written before it are
+    in the database. If they did not get there, the answer may tell of a state the database
+    does not have: the connection is closed instead, and the client retries as after a
+    broker's crash (it finds the coordinator again)."""
+    if type(out) is CoroutineType:
+        out = await out
+    if not await barrier:
+        if type(out) is RawResponse:
+            out.close()
+        raise CloseConnection(f"{what}: the coordinator's records did not reach the "
+                              "database; not answering")
+    return out
 
 
 def _who(head: Any, peer: str) -> str:

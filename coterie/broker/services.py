@@ -49,6 +49,9 @@ class Services:
     # Settled members' encoded heartbeat answers
     # (coterie.broker.handlers.consumer_groups.SteadyAnswers), once the server sets it.
     steady_answers: Any = None
+    # A cluster broker's part in its cluster (coterie.broker.cluster.ClusterNode); None on a
+    # single broker.
+    cluster: Any = None
 
     def now_ms(self) -> int:
         return self.clock()

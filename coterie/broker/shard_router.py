@@ -23,9 +23,24 @@ class ShardRouter:
     def __init__(self, partitions: int, config: ShardConfig,
                  new_member_id: Callable[[str], str],
                  new_consumer_member_id: Callable[[], str]) -> None:
-        self.shards = [GroupShard(i, config, new_member_id, new_consumer_member_id)
-                       for i in range(partitions)]
+        self._make = lambda i: GroupShard(i, config, new_member_id, new_consumer_member_id)
+        self.shards = [self._make(i) for i in range(partitions)]
         self._shard_of: dict[str, GroupShard] = {}
+        # The shards this broker coordinates: every one on a single broker (None); in a
+        # cluster, those whose __consumer_offsets partition it leads (coterie.broker.cluster).
+        self.owned: set[int] | None = None
+
+    def served(self) -> list[GroupShard]:
+        """The shards this broker coordinates now."""
+        owned = self.owned
+        return self.shards if owned is None else [s for s in self.shards if s.partition in owned]
+
+    def replace(self, partition: int) -> GroupShard:
+        """A new, empty shard in place of `partition`'s (before loading it again, or after
+        giving it up)."""
+        self.shards[partition] = shard = self._make(partition)
+        self._shard_of.clear()
+        return shard
 
     def shard_for(self, group_id: str) -> GroupShard:
         shard = self._shard_of.get(group_id)
@@ -37,8 +52,8 @@ class ShardRouter:
         return shard
 
     def groups(self) -> Iterator[Group]:
-        """Every group of every shard."""
-        for shard in self.shards:
+        """Every group of every shard this broker coordinates."""
+        for shard in self.served():
             yield from shard.groups.values()
 
     def __len__(self) -> int:

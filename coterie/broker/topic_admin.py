@@ -25,7 +25,9 @@ class TopicAdmin:
         self.now_ms = clock
         self.listeners: list[Callable[[dict[str, TopicInfo]], None]] = []
 
-    def _changed(self) -> None:
+    def changed(self) -> None:
+        """Tell every listener the topics as they are now (also after a cluster broker
+        learned of topics another broker changed)."""
         for listener in self.listeners:
             listener(dict(self.logs.topics))
 
@@ -36,7 +38,7 @@ class TopicAdmin:
             log.error("%s; nothing was created", e)
             raise
         log.info("created topic %s with %d partitions (id %s)", name, partitions, info.topic_id)
-        self._changed()
+        self.changed()
         return info
 
     def delete_topic(self, name: str) -> None:
@@ -46,7 +48,7 @@ class TopicAdmin:
             raise InvalidTopicError(internal_topic_refusal("delete", name))
         self.logs.delete_topic(name)
         log.info("deleted topic %s", name)
-        self._changed()
+        self.changed()
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow a topic; internal topics are refused (InvalidTopicError): a group's partition
@@ -59,4 +61,4 @@ class TopicAdmin:
             log.error("%s; nothing was created", e)
             raise
         log.info("topic %s now has %d partitions", name, total)
-        self._changed()
+        self.changed()

@@ -34,10 +34,16 @@ def main() -> None:
               help="A Kafka-style .properties file with broker settings.")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Set one property (repeatable); wins over --config.")
+@click.option("--storage", default=None, metavar="URI",
+              help="Keep everything durable in PostgreSQL (postgresql://...): one broker of a "
+                   "cluster on that database (docs/cluster.md). Default: local files.")
+@click.option("--node-id", default=None, type=int,
+              help="This broker's node.id (each broker of a cluster needs its own).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def serve(host: str, port: int, data_dir: Path, config_file: Path | None,
-          overrides: tuple[str, ...], log_level: str) -> None:
+          overrides: tuple[str, ...], storage: str | None, node_id: int | None,
+          log_level: str) -> None:
     """Run a broker until interrupted."""
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -47,6 +53,10 @@ def serve(host: str, port: int, data_dir: Path, config_file: Path | None,
         if not sep:
             _fail(f"--override wants KEY=VALUE, got {item!r}")
         props[key.strip()] = value.strip()
+    if storage is not None:
+        props["storage"] = storage
+    if node_id is not None:
+        props["node.id"] = str(node_id)
     try:
         config = BrokerConfig.load(host, port, data_dir, config_file, props)
     except ConfigError as e:
@@ -56,17 +66,23 @@ def serve(host: str, port: int, data_dir: Path, config_file: Path | None,
 
 
 async def _serve(config: BrokerConfig) -> None:
+    from coterie.broker.cluster import ClusterStartError
     from coterie.broker.server import Broker
     from coterie.log.errors import LogError
 
     try:
-        broker = Broker(config)
+        broker = await Broker.create(config)
+    except ClusterStartError as e:
+        _fail(str(e))
     except LogError as e:
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot use data dir {config.data_dir}: {e.strerror or e}")
     try:
         await broker.start()
+    except ClusterStartError as e:
+        await broker.stop()
+        _fail(str(e))
     except OSError as e:
         broker.logs.close()
         reason = "address already in use" if e.errno == errno.EADDRINUSE else (e.strerror or e)

@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -48,7 +48,12 @@ from coterie.log.errors import (
 from coterie.log.files import TMP_SUFFIX, atomic_write, fsync_dir
 from coterie.log.names import validate_topic_name
 from coterie.log.open_files import OpenFiles, capacity_from
-from coterie.log.partition import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, PartitionLog
+from coterie.log.partition import (
+    CLEAN_SHUTDOWN_FILE,
+    RECOVERY_POINT_FILE,
+    PartitionLog,
+    write_copy,
+)
 from coterie.log.segment import parse_segment_base
 
 LOCK_FILE = ".lock"
@@ -214,7 +219,8 @@ class LogManager:
     # ------------------------------------------------------------------------ changes
 
     def create_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str], now_ms: int
+        self, name: str, partitions: int, configs: Mapping[str, str], now_ms: int,
+        topic_id: uuid.UUID | None = None,
     ) -> TopicInfo:
         problem = validate_topic_name(name)
         if problem is not None:
@@ -229,7 +235,7 @@ class LogManager:
         if problem is not None:
             raise InvalidConfigError(problem)
         config = self._log_config(configs)
-        info = TopicInfo(name, new_topic_id(), partitions, dict(configs))
+        info = TopicInfo(name, topic_id or new_topic_id(), partitions, dict(configs))
         try:
             self._open_partitions(info, range(partitions), config, now_ms)
             self._write_topic(info)
@@ -284,6 +290,26 @@ class LogManager:
             _reraise_as_storage_error(f"cannot add partitions to topic '{name}'", e)
         self._register(updated)
         return updated
+
+    def replace_partition(self, name: str, index: int, log_start: int, log_end: int,
+                          chunks: Iterable[bytes], now_ms: int) -> PartitionLog:
+        """Make this partition's local log a copy of batches stored elsewhere (a cluster
+        broker taking a partition over: coterie.broker.cluster): the old files go, the
+        batches are laid out as segments (`partition.write_copy`) and opened as after a
+        crash, so the indexes, producer state and aborted transactions come from them."""
+        info = self._topics.get(name)
+        if info is None or not 0 <= index < info.partitions:
+            raise UnknownTopicError(f"Topic '{name}' has no partition {index}.")
+        old = self._logs.pop((name, index), None)
+        if old is not None:
+            old.close_unclean()
+        directory = self._partition_dir(name, index)
+        shutil.rmtree(directory, ignore_errors=True)
+        config = self._log_config(info.configs)
+        write_copy(directory, log_start, log_end, chunks, config.segment_bytes)
+        log = PartitionLog.open(directory, config, now_ms, self._files)
+        self._logs[(name, index)] = log
+        return log
 
     def set_broker_props(self, broker_props: Mapping[str, str], check_only: bool = False) -> None:
         """New broker-level defaults (dynamic broker configs): every topic's settings are

@@ -29,6 +29,7 @@ import contextlib
 import os
 import shutil
 from bisect import bisect_right
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,6 +124,12 @@ class PartitionLog:
         # The log cleaner's checkpoint: offsets below it are compacted (CHECKPOINT_FILE).
         self._first_dirty = 0
         self.cleaning = False  # a cleaning pass over this partition is under way
+        # A broker of a cluster keeps this log as its copy of a partition stored in the
+        # shared database (coterie.broker.cluster): every append is handed on (`on_append`,
+        # with its first offset and the bytes as written) and readers see only what the
+        # database holds (`durable_end`, the high watermark). None on a single broker.
+        self.on_append: Callable[[int, bytes], None] | None = None
+        self.durable_end: int | None = None
 
     # --------------------------------------------------------------------------- opening
 
@@ -307,11 +314,19 @@ class PartitionLog:
         return self._segments[-1].next_offset
 
     @property
+    def high_watermark(self) -> int:
+        """What readers may see up to: the log end on a single broker; in a cluster, what the
+        shared database holds of it (`durable_end`)."""
+        durable = self.durable_end
+        return self._segments[-1].next_offset if durable is None else durable
+
+    @property
     def last_stable_offset(self) -> int:
-        """The first offset of the oldest open transaction; the log end if none is open.
-        A read_committed consumer reads below it."""
+        """The first offset of the oldest open transaction; the high watermark if none is
+        open (or if it lies above). A read_committed consumer reads below it."""
         first = self._producers.first_unstable_offset()
-        return self.log_end_offset if first is None else first
+        hw = self.high_watermark
+        return hw if first is None or first > hw else first
 
     def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
         """Aborted transactions with records in [fetch_offset, upper_offset)."""
@@ -400,6 +415,8 @@ class PartitionLog:
             append_time = now_ms
         active = self._segments[-1]
         active.append(data, headers, first, now_ms)
+        if self.on_append is not None:
+            self.on_append(first, bytes(data))
         if isinstance(update, PendingUpdate):
             for txn in self._producers.apply(update):
                 self._index_completed(txn, active.base_offset)
@@ -756,6 +773,38 @@ class PartitionLog:
 
     def _write_recovery_point(self, offset: int) -> None:
         atomic_write(self._directory / RECOVERY_POINT_FILE, f"{offset}\n".encode())
+
+
+def write_copy(directory: Path, log_start: int, log_end: int, chunks: Iterable[bytes],
+               segment_bytes: int) -> None:
+    """Lay out a partition's batches, as stored elsewhere, as this log's files: segments of
+    whole batches (a new one where the next chunk would pass `segment_bytes`), each named by
+    its first batch's offset, and the log start. `PartitionLog.open` then recovers them as
+    after an unclean stop, building the indexes, the producer state and the aborted
+    transactions from the batches themselves. A log with no batches left starts empty at
+    `log_end`. `directory` must be empty or missing."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = None
+    size = 0
+    try:
+        for chunk in chunks:
+            if not chunk:
+                continue
+            if out is None or (size and size + len(chunk) > segment_bytes):
+                if out is not None:
+                    out.close()
+                base = int.from_bytes(chunk[:8], "big", signed=True)
+                out = (directory / f"{base:020d}{LOG_SUFFIX}").open("xb")
+                size = 0
+            out.write(chunk)
+            size += len(chunk)
+    finally:
+        if out is not None:
+            out.close()
+    if out is None and log_end > 0:
+        (directory / f"{log_end:020d}{LOG_SUFFIX}").touch()
+    if log_start > 0:
+        atomic_write(directory / LOG_START_FILE, f"{log_start}\n".encode())
 
 
 def _control_marker(buf: bytes | bytearray | memoryview, position: int) -> int | None:

@@ -12,8 +12,8 @@ Modules, each named for what it holds:
 - `errors.py`: what the storage raises (`LeaseLost`, `SchemaTooNew`, `NodeIdInUse`, ...).
 - `schema.py`: the SQL schema as an ordered list of migrations; `migrations.py` applies them.
 - `database.py`: one connection and the lock that keeps its transactions apart.
-- `topics.py`, `leases.py`, `brokers.py`, `producer_ids.py`: topic rows, leases with epochs,
-  broker registration, producer-id blocks.
+- `topics.py`, `leases.py`, `brokers.py`, `producer_ids.py`, `cluster_id.py`: topic rows,
+  leases with epochs, broker registration, producer-id blocks, the cluster's id.
 - `postgres_log.py`: the partition log over the `batches` table (append with group commit,
   read, offsets, timestamps, DeleteRecords, retention); `batch_rows.py`, its pure part: the
   rows a produce payload becomes at a partition's tail.

@@ -92,6 +92,10 @@ class Append:
     tp: TopicIdPartition
     records: bytes | bytearray | memoryview  # one or more complete v2 record batches
     lease: Lease
+    # The offset the writer numbered the first batch with (a broker writing through from its
+    # own copy of the partition): the append is refused (Diverged) unless the stored log
+    # ends exactly there. None: numbered at whatever the log end is.
+    expected_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ open, and a write says where its transaction starts and ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -26,16 +27,39 @@ __all__ = ["Database"]
 class Database:
     """A connection and the lock that gives it to one transaction (or statement) at a time."""
 
-    def __init__(self, conn: psycopg.AsyncConnection) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection, dsn: str | None = None,
+                 connect_timeout: float = 10.0) -> None:
         self._conn = conn
         self._lock = asyncio.Lock()
+        self._dsn = dsn
+        self._connect_timeout = connect_timeout
 
     @classmethod
     async def connect(cls, dsn: str, *, connect_timeout: float = 10.0) -> Database:
         """Open an autocommit connection to `dsn` (a libpq connection string or URI)."""
-        conn = await psycopg.AsyncConnection.connect(
+        return cls(await cls._open(dsn, connect_timeout), dsn, connect_timeout)
+
+    @staticmethod
+    async def _open(dsn: str, connect_timeout: float) -> psycopg.AsyncConnection:
+        return await psycopg.AsyncConnection.connect(
             dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout)))
-        return cls(conn)
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection is gone (the server restarted, the network failed)."""
+        return self._conn.closed or self._conn.broken
+
+    async def reconnect(self) -> None:
+        """Replace a broken connection with a new one (raises while the server is still
+        unreachable). Statements waiting for the lock then run on the new one."""
+        if self._dsn is None:
+            raise RuntimeError("this Database was made from a connection, not a DSN")
+        async with self._lock:
+            if not self.broken:
+                return
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+            self._conn = await self._open(self._dsn, self._connect_timeout)
 
     @property
     def connection(self) -> psycopg.AsyncConnection:

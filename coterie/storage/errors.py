@@ -8,6 +8,7 @@ unreachable database is a retriable error; a newer schema stops the broker at st
 from __future__ import annotations
 
 __all__ = [
+    "Diverged",
     "LeaseLost",
     "NodeIdInUse",
     "OffsetOutOfRange",
@@ -39,6 +40,13 @@ class SchemaTooNew(StorageError):
 class LeaseLost(StorageError):
     """The writer no longer holds the lease (owner and epoch) its write was conditional on:
     the lease expired, was released, or another broker took it. Nothing was written."""
+
+
+class Diverged(StorageError):
+    """An append named the offset it expected to start at (the writer's own copy of the
+    log's end), and the stored log ends elsewhere: the writer's copy is not the stored log
+    (a write of its own failed before, or another owner wrote meanwhile). Nothing was
+    written; the writer must reload the partition before it appends again."""
 
 
 class RegistrationLost(StorageError):

@@ -50,12 +50,17 @@ class GroupCommit:
     async def append(self, tp: TopicIdPartition, records: bytes | bytearray | memoryview,
                      lease: Lease) -> Appended:
         """Store `records` under `lease` with whatever else arrives meanwhile."""
+        return await self.submit(Append(tp, records, lease))
+
+    def submit(self, append: Append) -> asyncio.Future[Appended]:
+        """Queue `append` now (its place in its partition's order is taken at this call, not
+        when a task gets to run) and return the future of its answer."""
         loop = asyncio.get_running_loop()
-        waiting = _Waiting(Append(tp, records, lease), loop.create_future())
+        waiting = _Waiting(append, loop.create_future())
         self._queue.append(waiting)
         if self._draining is None:
             self._draining = loop.create_task(self._drain())
-        return await waiting.answer
+        return waiting.answer
 
     async def _drain(self) -> None:
         try:

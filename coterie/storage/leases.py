@@ -103,6 +103,17 @@ async def holder(db: Database, resource: Resource) -> Lease | None:
     return None if row is None else Lease(resource, int(row[0]), int(row[1]))
 
 
+async def live_leases(db: Database) -> dict[Resource, Lease]:
+    """Every live lease (held and not expired by the database's clock), in one query: a
+    broker's picture of who leads what, which Metadata and FindCoordinator answer from."""
+    async with db.session() as conn:
+        cur = await conn.execute(
+            "SELECT kind, name, owner, epoch FROM leases "
+            "WHERE owner IS NOT NULL AND expires_at > clock_timestamp()")
+        rows = await cur.fetchall()
+    return {Resource(k, n): Lease(Resource(k, n), int(o), int(e)) for k, n, o, e in rows}
+
+
 def _check_ttl(ttl: float) -> None:
     if not ttl > 0:
         raise ValueError(f"a lease's ttl must be positive, not {ttl}")

@@ -43,7 +43,7 @@ from coterie.storage.api import (
 )
 from coterie.storage.batch_rows import BatchRow, Tail, number_batches
 from coterie.storage.database import Database
-from coterie.storage.errors import LeaseLost, OffsetOutOfRange, UnknownPartition
+from coterie.storage.errors import Diverged, LeaseLost, OffsetOutOfRange, UnknownPartition
 
 __all__ = ["PostgresLog"]
 
@@ -214,6 +214,11 @@ class PostgresLog:
             rows: list[BatchRow] = []
             answers: list[Appended] = []
             for a, headers in checked:
+                if a.expected_offset is not None and \
+                        a.expected_offset != tails[a.tp].next_offset:
+                    raise Diverged(
+                        f"append to {a.tp} numbered from offset {a.expected_offset}, but the "
+                        f"stored log ends at {tails[a.tp].next_offset}; nothing was written")
                 new_rows, tails[a.tp] = number_batches(
                     a.tp, a.records, headers, tails[a.tp], a.lease.epoch)
                 rows += new_rows

@@ -20,6 +20,7 @@ The reasons behind each table and index are in docs/storage-postgresql.md; in sh
   largest timestamp); an append locks its row, which orders appends to one partition.
 - `leases` and `brokers`: who serves what, until when (database time), at which epoch.
 - `producer_id_blocks`: the blocks of producer ids handed to brokers, never twice.
+- `cluster`: the cluster id every broker on the database answers with.
 """
 
 from __future__ import annotations
@@ -117,8 +118,19 @@ CREATE TABLE producer_id_blocks (
 );
 """
 
+# The cluster's identity: one row, written by the first broker that starts on the database
+# (its cluster id is what Metadata and DescribeCluster answer on every broker).
+_V2 = """
+CREATE TABLE cluster (
+    singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    cluster_id text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "topics, partitions, batches, brokers, leases, producer-id blocks", _V1),
+    Migration(2, "the cluster's id", _V2),
 )
 
 

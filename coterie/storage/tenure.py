@@ -11,10 +11,10 @@ NOT_LEADER_OR_FOLLOWER until it has renewed. The fault simulation checks the con
 a broker that believes it owns a resource is, at that instant, its holder in the database at
 the same epoch, so two brokers never both serve one.
 
-`spread` says which live broker should own each resource: rendezvous hashing, so that when
-a broker leaves only its resources move, and when it returns it takes back about its share
-(each broker acquires what is its own and releases what is another live broker's, one
-resource at a time, without a stop of the world).
+`spread` says which live broker should own each resource: rendezvous hashing bounded by an
+even share of each topic, so that every broker leads its part of every topic; when a broker
+returns it takes back its share (each broker acquires what is its own and releases what is
+another live broker's, one resource at a time, without a stop of the world).
 
 Pure: time comes in as an argument, no I/O.
 """
@@ -97,9 +97,38 @@ def _weight(node_id: int, resource: Resource) -> bytes:
                            digest_size=8).digest()
 
 
+def _family(resource: Resource) -> tuple[str, str]:
+    """What resources are balanced together: a topic's partitions (a partition lease's name
+    is "<topic id>-<partition>"), else every resource of one kind."""
+    if resource.kind == "partition":
+        return resource.kind, resource.name.rsplit("-", 1)[0]
+    return resource.kind, ""
+
+
 def spread(resources: Iterable[Resource], live: Iterable[int]) -> dict[Resource, int]:
-    """Which of the `live` brokers should own each resource (highest random weight)."""
+    """Which of the `live` brokers should own each resource: each resource's brokers ranked
+    by rendezvous weight, and each broker given its even share of every topic's partitions
+    (a 6-partition topic on 3 brokers: 2 each; 7: 3, 2 and 2), so that a topic's load, and
+    Kafka's tools' picture of it, is spread over every broker. Every broker computes the
+    same answer from the same resources and live brokers."""
     nodes = sorted(set(live))
     if not nodes:
         return {}
-    return {r: max(nodes, key=lambda n, r=r: _weight(n, r)) for r in resources}
+    families: dict[tuple[str, str], list[Resource]] = {}
+    for r in resources:
+        families.setdefault(_family(r), []).append(r)
+    owners: dict[Resource, int] = {}
+    for members in families.values():
+        unique = sorted(set(members))
+        # Each broker leads `base` of the family, and `extra` of them one more.
+        base, extra = divmod(len(unique), len(nodes))
+        load = dict.fromkeys(nodes, 0)
+        for r in unique:
+            ranked = sorted(nodes, key=lambda n, r=r: _weight(n, r), reverse=True)
+            owner = next(n for n in ranked
+                         if load[n] < base or (load[n] == base and extra > 0))
+            if load[owner] == base:
+                extra -= 1
+            load[owner] += 1
+            owners[r] = owner
+    return owners

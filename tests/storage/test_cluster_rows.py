@@ -8,8 +8,10 @@ import asyncio
 import psycopg
 import pytest
 
-from coterie.storage import brokers
+from coterie.storage import brokers, leases
+from coterie.storage.api import Resource
 from coterie.storage.brokers import BrokerRow
+from coterie.storage.cluster_id import cluster_id
 from coterie.storage.database import Database
 from coterie.storage.errors import NodeIdInUse, RegistrationLost, UnknownTopic
 from coterie.storage.producer_ids import allocate_block
@@ -88,3 +90,46 @@ def test_topics_and_their_partitions(pg_dsn: str) -> None:
             assert await cur.fetchone() == (0,)
 
     with_dbs(pg_dsn, scenario)
+
+
+def test_the_first_broker_names_the_cluster(pg_dsn: str) -> None:
+    async def scenario(a: Database, b: Database) -> None:
+        assert await cluster_id(a, "first-id") == "first-id"
+        assert await cluster_id(b, "second-id") == "first-id"  # every later one reads it
+
+    with_dbs(pg_dsn, scenario, n=2)
+
+
+def test_live_leases_are_the_held_unexpired_ones(pg_dsn: str) -> None:
+    async def scenario(a: Database, b: Database) -> None:
+        kept = await leases.acquire(a, Resource("partition", "x-0"), 1, LONG_TTL)
+        short = await leases.acquire(b, Resource("partition", "x-1"), 2, 0.2)
+        given = await leases.acquire(b, Resource("partition", "x-2"), 2, LONG_TTL)
+        assert kept and short and given
+        await leases.release(b, given)
+        assert set(await leases.live_leases(a)) == {kept.resource, short.resource}
+        await asyncio.sleep(0.3)
+        assert await leases.live_leases(b) == {kept.resource: kept}
+
+    with_dbs(pg_dsn, scenario, n=2)
+
+
+def test_a_broken_connection_is_replaced(pg_dsn: str, postgres_server) -> None:
+    async def scenario(db: Database) -> None:
+        cur = await db.connection.execute("SELECT pg_backend_pid()")
+        (pid,) = await cur.fetchone()
+        with psycopg.connect(postgres_server.dsn(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(psycopg.OperationalError):
+            async with db.session() as conn:
+                await conn.execute("SELECT 1")
+        assert db.broken
+        await db.reconnect()
+        assert not db.broken
+        assert await live_brokers_count(db) == 0
+
+    with_dbs(pg_dsn, scenario)
+
+
+async def live_brokers_count(db: Database) -> int:
+    return len(await brokers.live_brokers(db))

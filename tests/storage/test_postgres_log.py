@@ -21,7 +21,7 @@ from coterie.storage.api import (
     TopicIdPartition,
 )
 from coterie.storage.database import Database
-from coterie.storage.errors import OffsetOutOfRange, UnknownPartition
+from coterie.storage.errors import Diverged, OffsetOutOfRange, UnknownPartition
 from coterie.storage.postgres_log import PostgresLog
 from tests.storage.helpers import batch_count, open_db, topic_with_leases
 from tests.unit.log.batches import (
@@ -247,5 +247,25 @@ def test_bad_bytes_and_unknown_partitions_write_nothing(pg_dsn: str) -> None:
             await log.read(missing, 0, 100)
         with pytest.raises(UnknownPartition):
             await log.bounds(missing)
+
+    run(pg_dsn, scenario)
+
+
+def test_an_append_numbered_elsewhere_than_the_stored_end_writes_nothing(pg_dsn: str) -> None:
+    """A broker writing through from its own copy names the offset it numbered from; a copy
+    that is not the stored log (its earlier write failed) is refused: Diverged."""
+
+    async def scenario(db: Database, log: PostgresLog, tp: TopicIdPartition,
+                       lease: Lease) -> None:
+        first = await log.append_many([Append(tp, make_batch(3), lease, expected_offset=0),
+                                       Append(tp, make_batch(2), lease, expected_offset=3)])
+        assert [(a.first_offset, a.last_offset) for a in first] == [(0, 2), (3, 4)]
+        # The second is numbered from 9 where the first of the two left the log at 6.
+        with pytest.raises(Diverged, match="numbered from offset 9, but the stored log ends "
+                                           "at 6"):
+            await log.append_many([Append(tp, make_batch(1), lease, expected_offset=5),
+                                   Append(tp, make_batch(1), lease, expected_offset=9)])
+        assert await log.bounds(tp) == (0, 5)  # all or nothing: the first one went too
+        assert await batch_count(db, tp) == 2
 
     run(pg_dsn, scenario)

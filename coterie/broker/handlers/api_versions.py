@@ -17,12 +17,23 @@ from coterie.broker.context import RequestContext
 from coterie.broker.services import Services
 from coterie.txn.versions import FEATURE as TXN_FEATURE
 from coterie.txn.versions import LEVEL as TXN_LEVEL
+from coterie.txn.versions import TV2_END_TXN, TV2_PRODUCE, TV2_TXN_OFFSET_COMMIT
 from coterie.wire.build import build
 
 
 def _api_list(services: Services) -> list[dict[str, int]]:
+    caps = _CLUSTER_CAPS if services.cluster is not None else {}
     return [{"api_key": api.key, "min_version": api.min_version,
-             "max_version": api.max_version} for api in services.apis]
+             "max_version": min(api.max_version, caps.get(api.key, api.max_version))}
+            for api in services.apis]
+
+
+# A cluster serves transactions version 1 (docs/cluster.md): the versions that would make
+# a partition's leader add it to a transaction coordinated by another broker (Produce v12,
+# TxnOffsetCommit v5) and EndTxn's epoch bump (v5) are not offered, and `transaction.version`
+# is finalized at 1, so Kafka's clients add partitions and offsets explicitly.
+_CLUSTER_CAPS = {0: TV2_PRODUCE - 1, 26: TV2_END_TXN - 1, 28: TV2_TXN_OFFSET_COMMIT - 1}
+_CLUSTER_TXN_LEVEL = 1
 
 
 # Features (KIP-584), from ApiVersions v3: what coterie supports and has finalized, as a
@@ -37,6 +48,10 @@ FINALIZED_FEATURES_EPOCH = 1
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    finalized = FINALIZED_FEATURES
+    if ctx.services.cluster is not None:
+        finalized = tuple((n, _CLUSTER_TXN_LEVEL if n == TXN_FEATURE else level)
+                          for n, level in FINALIZED_FEATURES)
     return ctx.respond({
         "error_code": ErrorCode.none, "api_keys": _api_list(ctx.services),
         "supported_features": [{"name": n, "min_version": lo, "max_version": hi}
@@ -44,7 +59,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
         "finalized_features": [{"name": n, "min_version_level": level,
                                 "max_version_level": level}
-                               for n, level in FINALIZED_FEATURES]})
+                               for n, level in finalized]})
 
 
 def unsupported_version_answer(services: Services) -> Any:

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.authorized import NOT_GIVEN, cluster_operations
 from coterie.broker.context import RequestContext
+from coterie.broker.handlers.metadata import brokers
 
 BROKERS, CONTROLLERS = 1, 2
 
@@ -34,6 +35,6 @@ def describe_cluster(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond({
         "error_code": ErrorCode.none, "error_message": None, "endpoint_type": BROKERS,
         "cluster_id": ctx.services.cluster_id, "controller_id": config.node_id,
-        "brokers": [{"broker_id": config.node_id, "host": config.advertised_host,
-                     "port": config.advertised_port, "rack": None, "is_fenced": False}],
+        "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                     "rack": b["rack"], "is_fenced": False} for b in brokers(ctx)],
         "cluster_authorized_operations": cluster_operations(ctx) if asked else NOT_GIVEN})

@@ -94,6 +94,7 @@ def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part
     drop; coterie stops at the last whole batch.)
     """
     logs = ctx.services.logs
+    cluster = ctx.services.cluster
     budget = max(request.max_bytes, 0) if ctx.api_version >= 3 else 0x7FFFFFFF
     committed = getattr(request, "isolation_level", 0) == 1
     min_one = True  # until a partition has returned data (Kafka's minOneMessage)
@@ -108,17 +109,28 @@ def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part
             index = p.partition
             part = logs.partition(name, index) if name is not None else None
             leader_epoch = getattr(p, "current_leader_epoch", -1)
+            epoch = LEADER_EPOCH
+            if cluster is not None and part is not None:
+                led = cluster.serving(name, index)
+                epoch = -1 if led is None else led.lease.epoch
             if topic_error != ErrorCode.none:
                 parts.append(_Part(index, topic_error))
                 errors = True
             elif part is None:
                 parts.append(_Part(index, ErrorCode.unknown_topic_or_partition))
                 errors = True
-            elif leader_epoch > LEADER_EPOCH:
+            elif epoch < 0:
+                # A cluster broker that does not lead the partition (now).
+                parts.append(_Part(index, ErrorCode.not_leader_or_follower))
+                errors = True
+            elif leader_epoch > epoch:
                 parts.append(_Part(index, ErrorCode.unknown_leader_epoch))
                 errors = True
+            elif 0 <= leader_epoch < epoch:
+                parts.append(_Part(index, ErrorCode.fenced_leader_epoch))
+                errors = True
             else:
-                hw = part.log_end_offset
+                hw = part.high_watermark
                 lso = part.last_stable_offset
                 entry = _Part(index, ErrorCode.none, hw, part.log_start_offset,
                               last_stable_offset=lso)
@@ -130,7 +142,7 @@ def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part
                     errors = True
                     continue
                 # locate() answers with at least the first batch, however small max_bytes is.
-                limit = lso if committed else None
+                limit = lso if committed else part.durable_end
                 span = (part.locate(p.fetch_offset, max_bytes, limit)
                         if min_one or max_bytes else None)
                 if span is not None and not min_one and span[2] - span[1] > max_bytes:

@@ -19,6 +19,8 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import Parked, RequestContext, millis
 from coterie.broker.large import LARGE, in_slices
+from coterie.broker.offsets_topic import OFFSETS_TOPIC
+from coterie.broker.transactions import TXN_TOPIC
 from coterie.common.shared_table import shared_str
 from coterie.group import (
     DeleteGroupRequest,
@@ -43,12 +45,36 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
             entries.append({"key": key, "error_code": ErrorCode.coordinator_not_available,
                             "error_message": "coterie coordinates groups and transactions "
                             "only", "node_id": -1, "host": "", "port": -1})
+        elif ctx.services.cluster is not None:
+            entries.append(_cluster_coordinator(ctx, key, key_type))
         else:
             entries.append({"key": key, "error_code": ErrorCode.none, "node_id": cfg.node_id,
                             "host": cfg.advertised_host, "port": cfg.advertised_port})
     if ctx.api_version >= 4:
         return ctx.respond({"coordinators": entries})
     return ctx.respond(entries[0])
+
+
+def _cluster_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    """A cluster's coordinator of a group (or a transactional id): the broker leading its
+    partition of __consumer_offsets (or __transaction_state), by its lease, as on Kafka."""
+    services = ctx.services
+    cluster = services.cluster
+    unavailable = {"key": key, "error_code": ErrorCode.coordinator_not_available,
+                   "node_id": -1, "host": "", "port": -1}
+    if key_type == 1:
+        topic, partition = TXN_TOPIC, services.transactions.partition_of(key)
+    else:
+        topic, partition = OFFSETS_TOPIC, services.groups.partition_of(key)
+    info = services.logs.topics.get(topic)
+    lease = None if info is None else cluster.leader(topic, partition, info.topic_id)
+    address = None if lease is None else next(
+        (b for b in cluster.brokers if b.node_id == lease.owner), None)
+    if lease is None or address is None:
+        return {**unavailable, "error_message": f"no live broker leads {topic}-{partition} "
+                "now"}
+    return {"key": key, "error_code": ErrorCode.none, "node_id": lease.owner,
+            "host": address.host, "port": address.port}
 
 
 def _join_answer(ctx: RequestContext, r: JoinGroupResponse) -> Any:

@@ -34,6 +34,9 @@ from coterie.wire.codec import encode_body_once
 
 def topic_entry(ctx: RequestContext, info: Any) -> dict[str, Any]:
     node = ctx.services.config.node_id
+    cluster = ctx.services.cluster
+    if cluster is not None:
+        return _cluster_topic_entry(cluster, info)
     return {
         "error_code": ErrorCode.none,
         "name": info.name,
@@ -46,6 +49,37 @@ def topic_entry(ctx: RequestContext, info: Any) -> dict[str, Any]:
             for p in range(info.partitions)
         ],
     }
+
+
+def _cluster_topic_entry(cluster: Any, info: Any) -> dict[str, Any]:
+    """A cluster broker's view: each partition's leader and epoch are its lease's; a
+    partition nobody leads yet (its broker just died, the topic is new) is
+    LEADER_NOT_AVAILABLE, which clients retry. The database is the only replica."""
+    partitions = []
+    for p in range(info.partitions):
+        lease = cluster.leader(info.name, p, info.topic_id)
+        if lease is None:
+            partitions.append({"error_code": ErrorCode.leader_not_available,
+                               "partition_index": p, "leader_id": -1, "leader_epoch": -1,
+                               "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
+        else:
+            partitions.append({"error_code": ErrorCode.none, "partition_index": p,
+                               "leader_id": lease.owner, "leader_epoch": lease.epoch,
+                               "replica_nodes": [lease.owner], "isr_nodes": [lease.owner],
+                               "offline_replicas": []})
+    return {"error_code": ErrorCode.none, "name": info.name, "topic_id": info.topic_id,
+            "is_internal": is_internal_topic(info.name), "partitions": partitions}
+
+
+def brokers(ctx: RequestContext) -> list[dict[str, Any]]:
+    """The live brokers: this one alone, or a cluster's as of its last round."""
+    cfg = ctx.services.config
+    cluster = ctx.services.cluster
+    if cluster is None or not cluster.brokers:
+        return [{"node_id": cfg.node_id, "host": cfg.advertised_host,
+                 "port": cfg.advertised_port, "rack": None}]
+    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in cluster.brokers]
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -79,6 +113,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topics.append({"error_code": ErrorCode.unknown_topic_or_partition,
                                "name": name, "is_internal": internal})
                 continue
+            if services.cluster is not None:
+                # Created through the database (an await): asked again, the client finds it.
+                services.cluster.create_soon(name, services.config.num_partitions)
+                topics.append({"error_code": ErrorCode.leader_not_available, "name": name})
+                continue
             try:
                 info = services.topics.create_topic(name, services.config.num_partitions, {})
             except (LogError, OSError):
@@ -107,8 +146,9 @@ _ALL_TOPICS: dict[tuple[int, int, bool, bool], tuple[Any, tuple, Any]] = {}
 
 def _all_topics(ctx: RequestContext, asked: tuple[bool, bool]) -> Any:
     services = ctx.services
-    stamp = tuple((info.name, info.topic_id, info.partitions)
-                  for info in services.logs.topics.values())
+    stamp = (tuple((info.name, info.topic_id, info.partitions)
+                   for info in services.logs.topics.values()),
+             None if services.cluster is None else services.cluster.version)
     key = (id(services), ctx.api_version, *asked)
     cached = _ALL_TOPICS.get(key)
     if cached is not None and cached[0] is services and cached[1] == stamp:
@@ -129,8 +169,7 @@ def _answer(ctx: RequestContext, topics: list[dict[str, Any]],
             if entry["error_code"] != ErrorCode.unknown_topic_id:
                 entry["topic_authorized_operations"] = topic_operations(ctx, entry["name"])
     return ctx.respond({
-        "brokers": [{"node_id": cfg.node_id, "host": cfg.advertised_host,
-                     "port": cfg.advertised_port}],
+        "brokers": brokers(ctx),
         "cluster_id": services.cluster_id,
         "controller_id": cfg.node_id,
         "cluster_authorized_operations": cluster_operations(ctx) if cluster_ops else NOT_GIVEN,

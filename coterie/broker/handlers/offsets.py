@@ -5,7 +5,9 @@ timestamp of the first record (in offset order) whose timestamp is >= T; for MAX
 (-3), the first record carrying the partition's largest timestamp. Batch headers and the time
 index find the one batch that holds it and only that batch is read (coterie.log.record_scan;
 see docs/decisions.md). A single node never changes leader, so every partition lives in
-leader epoch 0 and its end offset is the log end offset.
+leader epoch 0 and its end offset is the log end offset; a cluster broker answers with its
+lease's epoch and the high watermark (the database's end), and nothing stored is ever
+truncated, so every epoch ends at the high watermark (docs/cluster.md).
 
 Both handlers are total: a null array (kio reads one as None) counts as empty. Kafka never
 gets that far, its parser refuses the null and closes the connection, as coterie's wire
@@ -18,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import LEADER_EPOCH, RequestContext
+from coterie.broker.context import LEADER_EPOCH, RequestContext, epoch_error, leader_epoch
 
 LATEST = -1
 EARLIEST = -2
@@ -33,32 +35,27 @@ LATEST_TIERED = -5
 _MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
-def _epoch_error(current_leader_epoch: int) -> ErrorCode | None:
-    if current_leader_epoch > LEADER_EPOCH:
-        return ErrorCode.unknown_leader_epoch
-    return None
-
-
 def _unsupported(timestamp: int, version: int) -> bool:
     return timestamp < 0 and version < _MIN_VERSION.get(timestamp, 1 << 15)
 
 
-def _list_one(part: Any, timestamp: int, committed: bool) -> dict[str, Any]:
+def _list_one(part: Any, timestamp: int, committed: bool,
+              epoch: int = LEADER_EPOCH) -> dict[str, Any]:
     """The answer for one partition: offset, timestamp and leader epoch. A lookup that finds
     nothing answers -1 for all three, as Kafka does. For read_committed (`committed`) the
     log ends at its last stable offset: LATEST is the LSO, and a timestamp lookup finding an
     offset at or past it finds nothing (Kafka's rule)."""
-    end = part.last_stable_offset if committed else part.log_end_offset
+    end = part.last_stable_offset if committed else part.high_watermark
     if timestamp == LATEST:
-        return {"timestamp": -1, "offset": end, "leader_epoch": LEADER_EPOCH}
+        return {"timestamp": -1, "offset": end, "leader_epoch": epoch}
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return {"timestamp": -1, "offset": part.log_start_offset, "leader_epoch": LEADER_EPOCH}
+        return {"timestamp": -1, "offset": part.log_start_offset, "leader_epoch": epoch}
     found = part.max_timestamp() if timestamp == MAX_TIMESTAMP else (
         part.offset_for_timestamp(timestamp) if timestamp >= 0 else None
     )
     if found is None or found.offset >= end:
         return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
-    return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": LEADER_EPOCH}
+    return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": epoch}
 
 
 def list_offsets(ctx: RequestContext, request: Any) -> Any:
@@ -72,7 +69,8 @@ def list_offsets(ctx: RequestContext, request: Any) -> Any:
             entry: dict[str, Any] = {"partition_index": p.partition_index,
                                      "timestamp": -1, "offset": -1, "leader_epoch": -1}
             part = logs.partition(t.name, p.partition_index) if t.name is not None else None
-            err = _epoch_error(getattr(p, "current_leader_epoch", -1))
+            epoch = leader_epoch(ctx.services, t.name, p.partition_index) if part else -1
+            err = epoch_error(getattr(p, "current_leader_epoch", -1), epoch)
             if _unsupported(p.timestamp, version):
                 entry["error_code"] = ErrorCode.unsupported_version
             elif part is None:
@@ -80,7 +78,8 @@ def list_offsets(ctx: RequestContext, request: Any) -> Any:
             elif err is not None:
                 entry["error_code"] = err
             else:
-                entry.update(_list_one(part, p.timestamp, committed), error_code=ErrorCode.none)
+                entry.update(_list_one(part, p.timestamp, committed, epoch),
+                             error_code=ErrorCode.none)
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
     return ctx.respond({"topics": topics})
@@ -95,17 +94,21 @@ def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
             entry: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1,
                                      "end_offset": -1}
             part = logs.partition(t.topic, p.partition) if t.topic is not None else None
-            err = _epoch_error(p.current_leader_epoch)
+            epoch = leader_epoch(ctx.services, t.topic, p.partition) if part else -1
+            err = epoch_error(p.current_leader_epoch, epoch)
             if part is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
             elif err is not None:
                 entry["error_code"] = err
-            elif p.leader_epoch > LEADER_EPOCH or p.leader_epoch < 0:
+            elif p.leader_epoch > epoch or p.leader_epoch < 0:
                 # An epoch this log never had: Kafka answers "undefined" (-1, -1).
                 entry["error_code"] = ErrorCode.none
             else:
-                entry.update(error_code=ErrorCode.none, leader_epoch=LEADER_EPOCH,
-                             end_offset=part.log_end_offset)
+                # Nothing stored is ever truncated (a cluster's log is the database's, and a
+                # single broker's never changes leader): every epoch up to this one ends at
+                # the high watermark, so a client's position is never taken for truncated.
+                entry.update(error_code=ErrorCode.none, leader_epoch=p.leader_epoch,
+                             end_offset=part.high_watermark)
             parts.append(entry)
         topics.append({"topic": t.topic, "partitions": parts})
     return ctx.respond({"topics": topics})

@@ -39,12 +39,20 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
     if part is None:
         return {"index": index, "error_code": ErrorCode.unknown_topic_or_partition,
                 "base_offset": -1, "log_start_offset": -1}
+    epoch = LEADER_EPOCH
+    cluster = services.cluster
+    if cluster is not None:
+        led = cluster.serving(topic, index)
+        if led is None:
+            return {"index": index, "error_code": ErrorCode.not_leader_or_follower,
+                    "base_offset": -1, "log_start_offset": -1}
+        epoch = led.lease.epoch
     if not records:
         return {"index": index, "error_code": ErrorCode.corrupt_message, "base_offset": -1,
                 "log_start_offset": part.log_start_offset,
                 "error_message": "produce request carries no record batches"}
     try:
-        info = part.append(records, LEADER_EPOCH, services.now_ms())
+        info = part.append(records, epoch, services.now_ms())
     except CorruptRecordError as e:
         log.warning("rejected batch from %s for %s-%d: %s", ctx.who, topic, index, e)
         return {"index": index, "error_code": ErrorCode.corrupt_message, "base_offset": -1,
@@ -63,9 +71,14 @@ def _partition_result(ctx: RequestContext, topic: str, index: int, records: Any)
         return {"index": index, "error_code": code, "base_offset": -1,
                 "log_start_offset": part.log_start_offset, "error_message": str(e)}
     services.waiters.notify(topic, index)
-    return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,
-            "log_append_time": info.log_append_time_ms,
-            "log_start_offset": part.log_start_offset}
+    result = {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,
+              "log_append_time": info.log_append_time_ms,
+              "log_start_offset": part.log_start_offset}
+    if cluster is not None:
+        durable = cluster.durable(led, info.last_offset)
+        if durable is not None:
+            result["_durable"] = durable
+    return result
 
 
 _LONG_TID = f"The transactional id is longer than {MAX_STRING_BYTES} bytes."
@@ -134,4 +147,23 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         responses.append({"name": name, "partition_responses": results})
     if acks == 0:
         return None
+    if ctx.services.cluster is not None:
+        waiting = [r for t in responses for r in t["partition_responses"] if "_durable" in r]
+        if waiting:
+            return _when_durable(ctx, responses, waiting)
+    return ctx.respond({"responses": responses})
+
+
+async def _when_durable(ctx: RequestContext, responses: list[dict], waiting: list[dict]) -> Any:
+    """A cluster broker answers once the batches are in the database (acks=1 and acks=all
+    alike: the database is the only replica that counts). A partition whose write failed
+    (its lease lost, the database gone) is answered NOT_LEADER_OR_FOLLOWER, which
+    producers retry after refreshing their metadata; an idempotent producer's retry is
+    then numbered as new by the next leader, since nothing of it was stored."""
+    for r in waiting:
+        if not await r.pop("_durable"):
+            r.update(error_code=ErrorCode.not_leader_or_follower, base_offset=-1,
+                     log_append_time=-1,
+                     error_message="the partition's leadership moved before the write was "
+                     "stored")
     return ctx.respond({"responses": responses})

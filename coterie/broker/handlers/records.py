@@ -28,11 +28,14 @@ from kio.schema.errors import ErrorCode
 from coterie.broker.context import RequestContext
 from coterie.log.errors import LogError, OffsetOutOfRangeError
 from coterie.log.names import is_internal_topic
+from coterie.storage.errors import LeaseLost
 
 HIGH_WATERMARK = -1
 
 
 def delete_records(ctx: RequestContext, request: Any) -> Any:
+    if ctx.services.cluster is not None:
+        return _delete_in_cluster(ctx, request)
     logs = ctx.services.logs
     topics = []
     for t in request.topics:
@@ -86,3 +89,38 @@ def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond({"error_code": ErrorCode.none, "results": [{
         "error_code": code, "log_dir": log_dir, "topics": topics, "total_bytes": total,
         "usable_bytes": usable}]})
+
+
+async def _delete_in_cluster(ctx: RequestContext, request: Any) -> Any:
+    """DeleteRecords on a cluster broker: in the database first (under the partition's
+    lease), then in its copy, so that the records stay deleted whoever leads next."""
+    services = ctx.services
+    cluster = services.cluster
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            low, code = -1, ErrorCode.none
+            led = cluster.serving(t.name, p.partition_index) if t.name is not None else None
+            if is_internal_topic(t.name):
+                code = ErrorCode.invalid_topic_exception
+            elif services.logs.partition(t.name, p.partition_index) is None:
+                code = ErrorCode.unknown_topic_or_partition
+            elif led is None:
+                code = ErrorCode.not_leader_or_follower
+            else:
+                hw = led.part.high_watermark
+                offset = hw if p.offset == HIGH_WATERMARK else p.offset
+                if not 0 <= offset <= hw:
+                    code = ErrorCode.offset_out_of_range
+                else:
+                    try:
+                        low = await cluster.delete_records(led, offset)
+                    except LeaseLost:
+                        code = ErrorCode.not_leader_or_follower
+                    except Exception:
+                        code = ErrorCode.kafka_storage_error
+            partitions.append({"partition_index": p.partition_index, "low_watermark": low,
+                               "error_code": code})
+        topics.append({"name": t.name, "partitions": partitions})
+    return ctx.respond({"topics": topics})

@@ -132,13 +132,32 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
             accepted.append((t, entry, partitions))
         results.append(entry)
     accepted = _within_partition_cap(ctx, accepted)
-    for t, entry, partitions in accepted:
+    for _, entry, partitions in accepted:
         entry.update(num_partitions=partitions, replication_factor=1)
-        if request.validate_only:
-            continue
+    if request.validate_only:
+        return ctx.respond({"topics": results})
+    if services.cluster is not None:
+        return _create_in_cluster(ctx, accepted, results)
+    for t, entry, partitions in accepted:
         configs = {c.name: c.value for c in t.configs}
         try:
             info = services.topics.create_topic(t.name, partitions, configs)
+        except (LogError, OSError) as e:
+            entry.update(error_code=error_code_for(e), error_message=str(e),
+                         num_partitions=-1, replication_factor=-1)
+        else:
+            entry["topic_id"] = info.topic_id
+    return ctx.respond({"topics": results})
+
+
+async def _create_in_cluster(ctx: RequestContext, accepted: list[tuple[Any, dict, int]],
+                             results: list[dict[str, Any]]) -> Any:
+    """CreateTopics on a cluster broker: each topic created in the database (another broker
+    may have created it first: TOPIC_ALREADY_EXISTS), then known here."""
+    for t, entry, partitions in accepted:
+        configs = {c.name: c.value for c in t.configs}
+        try:
+            info = await ctx.services.cluster.create_topic(t.name, partitions, configs)
         except (LogError, OSError) as e:
             entry.update(error_code=error_code_for(e), error_message=str(e),
                          num_partitions=-1, replication_factor=-1)
@@ -155,6 +174,7 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
     else:
         wanted = [(name, None) for name in request.topic_names]
     results = []
+    doomed: list[dict[str, Any]] = []  # a cluster broker's deletions, done with an await
     for name, topic_id in wanted:
         info = logs.topics.get(name) if name is not None else logs.topic_by_id(topic_id)
         if info is None:
@@ -167,12 +187,26 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
         if is_internal_topic(info.name):
             entry.update(error_code=ErrorCode.invalid_topic_exception,
                          error_message=internal_topic_refusal("delete", info.name))
+        elif services.cluster is not None:
+            doomed.append(entry)
         else:
             try:
                 services.topics.delete_topic(info.name)
             except (LogError, OSError) as e:
                 entry.update(error_code=error_code_for(e), error_message=str(e))
         results.append(entry)
+    if doomed:
+        return _delete_in_cluster(ctx, doomed, results)
+    return ctx.respond({"responses": results})
+
+
+async def _delete_in_cluster(ctx: RequestContext, doomed: list[dict[str, Any]],
+                             results: list[dict[str, Any]]) -> Any:
+    for entry in doomed:
+        try:
+            await ctx.services.cluster.delete_topic(entry["name"])
+        except (LogError, OSError) as e:
+            entry.update(error_code=error_code_for(e), error_message=str(e))
     return ctx.respond({"responses": results})
 
 
@@ -214,11 +248,23 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
         accepted.append((t, entry, t.count - info.partitions))
         results.append(entry)
     accepted = _within_partition_cap(ctx, accepted)
+    if request.validate_only:
+        return ctx.respond({"results": results})
+    if services.cluster is not None:
+        return _grow_in_cluster(ctx, accepted, results)
     for t, entry, _ in accepted:
-        if request.validate_only:
-            continue
         try:
             services.topics.create_partitions(t.name, t.count)
+        except (LogError, OSError) as e:
+            entry.update(error_code=error_code_for(e), error_message=str(e))
+    return ctx.respond({"results": results})
+
+
+async def _grow_in_cluster(ctx: RequestContext, accepted: list[tuple[Any, dict, int]],
+                           results: list[dict[str, Any]]) -> Any:
+    for t, entry, _ in accepted:
+        try:
+            await ctx.services.cluster.create_partitions(t.name, t.count)
         except (LogError, OSError) as e:
             entry.update(error_code=error_code_for(e), error_message=str(e))
     return ctx.respond({"results": results})

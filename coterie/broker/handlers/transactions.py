@@ -18,10 +18,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from coterie.broker.context import RequestContext, millis
+from coterie.broker.context import LEADER_EPOCH, RequestContext, millis
+from coterie.broker.offsets_topic import OFFSETS_TOPIC
+from coterie.log.errors import InvalidProducerEpochError, LogError
 from coterie.log.names import validate_topic_name
 from coterie.txn.metadata import TxnState
 from coterie.txn.versions import TV2_END_TXN
+from coterie.wire.txn_markers import control_batch
 
 
 def _runtime(ctx: RequestContext) -> Any:
@@ -135,3 +138,71 @@ def list_transactions(ctx: RequestContext, request: Any) -> Any:
                              "producer_id": m.producer_id,
                              "transaction_state": m.state.label}
                             for m in sorted(listed, key=lambda m: m.transactional_id)]})
+
+
+def write_txn_markers(ctx: RequestContext, request: Any) -> Any:
+    """WriteTxnMarkers v0-v1: a transaction coordinator's markers for partitions this broker
+    leads (in a cluster, the coordinator of a transaction may be another broker:
+    coterie.broker.transactions). Each marker is a COMMIT or ABORT control batch appended to
+    its partition, through the group runtime for a __consumer_offsets partition (which
+    commits or drops the transaction's pending offsets). A cluster broker answers once they
+    are in the database, and NOT_LEADER_OR_FOLLOWER for a partition it does not lead (or
+    whose marker did not reach the database): the coordinator sends it again."""
+    services = ctx.services
+    cluster = services.cluster
+    now = services.now_ms()
+    waits: list[tuple[dict[str, Any], Any]] = []
+    markers = []
+    for m in request.markers or ():
+        topics = []
+        for t in m.topics or ():
+            results = []
+            for p in t.partition_indexes or ():
+                entry: dict[str, Any] = {"partition_index": p, "error_code": ErrorCode.none}
+                results.append(entry)
+                entry["error_code"], wait = _write_marker(services, cluster, m, t.name, p, now)
+                if wait is not None:
+                    waits.append((entry, wait))
+            topics.append({"name": t.name, "partitions": results})
+        markers.append({"producer_id": m.producer_id, "topics": topics})
+    if waits:
+        return _when_stored(ctx, markers, waits)
+    return ctx.respond({"markers": markers})
+
+
+def _write_marker(services: Any, cluster: Any, m: Any, topic: str | None, p: int,
+                  now: int) -> tuple[ErrorCode, Any]:
+    """Append one marker; its error code, and what to await before answering (or None)."""
+    part = services.logs.partition(topic, p) if topic is not None else None
+    if part is None:
+        return ErrorCode.unknown_topic_or_partition, None
+    led = cluster.serving(topic, p) if cluster is not None else None
+    if cluster is not None and led is None:
+        return ErrorCode.not_leader_or_follower, None
+    producer = (m.producer_id, m.producer_epoch)
+    try:
+        if topic == OFFSETS_TOPIC:
+            if not services.groups.coordinates(p):
+                return ErrorCode.not_leader_or_follower, None
+            services.groups.end_transaction(p, producer, m.transaction_result,
+                                            m.coordinator_epoch)
+        else:
+            epoch = led.lease.epoch if led is not None else LEADER_EPOCH
+            part.append(control_batch(m.producer_id, m.producer_epoch, m.transaction_result,
+                                      m.coordinator_epoch, now), epoch, now, coordinator=True)
+            services.waiters.notify(topic, p)
+    except InvalidProducerEpochError:
+        return ErrorCode.invalid_producer_epoch, None
+    except (LogError, OSError):
+        return ErrorCode.kafka_storage_error, None
+    if led is None:
+        return ErrorCode.none, None
+    return ErrorCode.none, cluster.durable(led, led.part.log_end_offset - 1)
+
+
+async def _when_stored(ctx: RequestContext, markers: list[dict[str, Any]],
+                       waits: list[tuple[dict[str, Any], Any]]) -> Any:
+    for entry, wait in waits:
+        if not await wait:
+            entry["error_code"] = ErrorCode.not_leader_or_follower
+    return ctx.respond({"markers": markers})

@@ -55,7 +55,8 @@ def logs(tmp_path: Path) -> Iterator[LogManager]:
 def _ctx(logs: LogManager, api_key: int, version: int) -> RequestContext:
     # Handlers reach only `broker.logs` (and `broker.waiters`, for a long poll none of these
     # requests asks for).
-    return RequestContext(SimpleNamespace(logs=logs), api_key, version, 1, "test", "test")
+    services = SimpleNamespace(logs=logs, cluster=None)  # a single broker's
+    return RequestContext(services, api_key, version, 1, "test", "test")
 
 
 def _decode(api_key: int, version: int, response: Any) -> Any:

@@ -1,0 +1,592 @@
+"""A broker of a cluster over PostgreSQL (issue 24): what it leads, and how its writes become
+durable.
+
+Several coterie brokers share one PostgreSQL database (`storage=postgresql://...`). Each
+partition, internal ones included, is led by one live broker at a time, through a lease in
+the database (coterie.storage.membership spreads them over the live brokers); the lease's
+epoch is the partition's leader epoch. Whoever leads `__consumer_offsets` partition N is the
+coordinator of the groups of shard N, as on Kafka.
+
+**A copy in local files, written through.** A broker that takes a partition reads its batches
+from the database and lays them out as a local log (`LogManager.replace_partition`), then
+serves it with the same code a single broker runs: producer state, sequence checks, the last
+stable offset and the aborted-transaction index all come from the local log, and fetches go
+out of its segment files by sendfile. Every local append is handed on at once
+(`PartitionLog.on_append`) to the database, numbered from the same offset
+(`Append.expected_offset`) and conditional on the lease (coterie.storage.postgres_log), in
+group commits (coterie.storage.group_commit). Nothing is visible before it is in the
+database: the partition's high watermark is what the database holds (`durable_end`), a
+Produce is answered once its batches are there, and a coordinator's answers wait for the
+coordinator's own records (`coordinator_barrier`).
+
+**A failed write drops the copy.** If a write is refused (the lease was lost, the stored log
+ends elsewhere) or the database fails, the local copy may hold what the database does not:
+the broker stops serving that partition at once (waiting answers get an error), forgets its
+lease (the next round gives it back to the database and takes it again at a new epoch if it
+is still this broker's), and a new copy is read before it serves again. The local files are
+a cache: a broker starts with an empty data directory and needs nothing from its last life.
+
+What a client sees is Kafka's: NOT_LEADER_OR_FOLLOWER from a broker that does not lead a
+partition (it refreshes its metadata, which names the leader), NOT_COORDINATOR for a group
+whose shard another broker serves (it asks FindCoordinator again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import psycopg
+
+from coterie.broker.internal_topics import TopicSpec
+from coterie.broker.waiters import FetchWaiters
+from coterie.log.batch import validate_batches
+from coterie.log.errors import StorageError as LogStorageError
+from coterie.log.errors import TopicExistsError, UnknownTopicError
+from coterie.log.manager import LogManager, TopicInfo
+from coterie.log.names import is_internal_topic
+from coterie.log.partition import PartitionLog
+from coterie.storage import leases
+from coterie.storage import topics as topic_rows
+from coterie.storage.api import Append, Lease, Resource, TopicIdPartition
+from coterie.storage.brokers import BrokerRow
+from coterie.storage.cluster_id import cluster_id
+from coterie.storage.database import Database
+from coterie.storage.errors import NodeIdInUse, SchemaTooNew, StorageError
+from coterie.storage.group_commit import GroupCommit
+from coterie.storage.membership import Membership
+from coterie.storage.migrations import migrate
+from coterie.storage.postgres_log import PostgresLog
+from coterie.storage.producer_ids import ProducerIdBlock, allocate_block
+
+__all__ = ["ClusterNode", "ClusterStartError"]
+
+log = logging.getLogger("coterie.cluster")
+
+# How much of a partition one query reads while a broker copies it.
+READ_CHUNK = 8 * 1024 * 1024
+Key = tuple[str, int]
+
+
+class ClusterStartError(Exception):
+    """Why a cluster broker cannot start (the database unreachable, its schema newer than
+    this coterie, the node.id in use): said once, and the process exits non-zero."""
+
+
+def redacted(dsn: str) -> str:
+    """A DSN as it may appear in a log line: without its password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(an unreadable storage URI)"
+    host, port, db = info.get("host", "localhost"), info.get("port", "5432"), info.get("dbname")
+    return f"postgresql://{host}:{port}/{db or ''}"
+
+
+def _end_of(data: bytes) -> int:
+    """The offset after the last batch of `data` (whole batches, offsets assigned)."""
+    last = validate_batches(data)[-1]
+    return last.base_offset + last.last_offset_delta + 1
+
+
+@dataclass(eq=False, slots=True)
+class _Led:
+    """A partition this broker leads and has a copy of: its lease, its local log, and the
+    answers waiting for offsets to reach the database."""
+
+    name: str
+    index: int
+    tp: TopicIdPartition
+    lease: Lease
+    part: PartitionLog
+    waiting: list[tuple[int, asyncio.Future[bool]]] = field(default_factory=list)
+
+
+class ClusterNode:
+    """One broker's part in the cluster (module docstring). The broker `connect`s it before
+    building its parts, `attach`es its log, `register`s once it listens, then `run`s it."""
+
+    def __init__(self, dsn: str, node_id: int, ttl: float, rack: str | None = None) -> None:
+        self.dsn = dsn
+        self.node_id = node_id
+        self.ttl = ttl
+        self.rack = rack
+        self.cluster_id = ""
+        self.db: Database | None = None  # rounds, topics, producer ids
+        self.writes: Database | None = None  # group commits
+        self.reads: Database | None = None  # copies of partitions taken over
+        self.store: PostgresLog | None = None
+        self.commit: GroupCommit | None = None
+        self.membership: Membership | None = None
+        self.logs: LogManager | None = None
+        self.waiters = FetchWaiters()
+        self.clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000
+        # Told when this broker starts or stops leading a partition (the group runtime loads
+        # or drops a shard), and when the topics changed (topic listeners).
+        self.on_gained: Callable[[str, int], Awaitable[None] | None] = lambda n, i: None
+        self.on_lost: Callable[[str, int], None] = lambda n, i: None
+        self.on_topics_changed: Callable[[], None] = lambda: None
+        self.picture: dict[Resource, Lease] = {}  # every live lease, as of the last round
+        self.version = 0  # grows whenever who leads what, or who is live, may have changed
+        self._live_ids: frozenset[int] = frozenset()
+        self._led: dict[Key, _Led] = {}
+        self._pending_internal: set[_Led] = set()
+        self._resources: dict[Resource, Key] = {}
+        self._topic_rows: list[topic_rows.TopicRow] = []
+        self._tasks: set[asyncio.Task] = set()
+        self._wake = asyncio.Event()
+        self._round_failures = 0
+        self._blocks: list[ProducerIdBlock] = []
+        self._next_pid = 0
+        self._pid_end = 0
+        self._refilling: asyncio.Task | None = None
+
+    # -- start-up ----------------------------------------------------------------------------
+    async def connect(self, proposed_cluster_id: str, internal: Sequence[TopicSpec]) -> None:
+        """Reach the database, bring its schema up to date, learn the cluster id and the
+        topics (creating the internal ones the first broker finds missing), and take a first
+        block of producer ids. ClusterStartError says why not."""
+        try:
+            self.db = await Database.connect(self.dsn, connect_timeout=5)
+            self.writes = await Database.connect(self.dsn, connect_timeout=5)
+            self.reads = await Database.connect(self.dsn, connect_timeout=5)
+        except psycopg.Error as e:
+            await self.close()
+            raise ClusterStartError(f"cannot reach the database at {redacted(self.dsn)}: "
+                                    f"{str(e).strip()}") from e
+        try:
+            await migrate(self.db.connection)
+            self.cluster_id = await cluster_id(self.db, proposed_cluster_id)
+            for spec in internal:
+                with contextlib.suppress(psycopg.errors.UniqueViolation):
+                    await topic_rows.create_topic(self.db, spec.name, spec.partitions,
+                                                  spec.configs)
+            self._topic_rows = await topic_rows.topics(self.db)
+            self._blocks.append(await allocate_block(self.db, self.node_id))
+        except SchemaTooNew as e:
+            await self.close()
+            raise ClusterStartError(f"the database at {redacted(self.dsn)}: {e}") from e
+        except psycopg.Error as e:
+            await self.close()
+            raise ClusterStartError(f"the database at {redacted(self.dsn)} failed while "
+                                    f"starting: {str(e).strip()}") from e
+        self.store = PostgresLog(self.writes)
+        self.commit = GroupCommit(self.store)
+
+    def attach(self, logs: LogManager, waiters: FetchWaiters,
+               clock_ms: Callable[[], int]) -> None:
+        """Use `logs` (an empty local log: the cache of copies) and make it know every topic
+        of the database under the database's ids."""
+        self.logs = logs
+        self.waiters = waiters
+        self.clock_ms = clock_ms
+        self._adopt_topics(self._topic_rows)
+
+    async def register(self, host: str, port: int) -> None:
+        """Register this broker at its advertised address (ClusterStartError while another
+        live broker has the node.id), then serve."""
+        assert self.db is not None
+        self.membership = Membership(self.db, self.node_id, host, port, self._all_resources,
+                                     ttl=self.ttl, rack=self.rack)
+        try:
+            await self.membership.start()
+        except NodeIdInUse as e:
+            raise ClusterStartError(str(e)) from e
+        except psycopg.Error as e:
+            raise ClusterStartError(f"cannot register node {self.node_id}: "
+                                    f"{str(e).strip()}") from e
+        await self._round()
+
+    # -- the rounds --------------------------------------------------------------------------
+    async def run(self) -> None:
+        """A round every third of the lease time (or at once when woken: a topic created
+        here): keep the registration and leases, take this broker's share, drop what it
+        lost; a copy that failed is taken again at a new epoch."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.ttl / 3)
+            self._wake.clear()
+            await self._round()
+
+    def wake(self) -> None:
+        """Run the next round now (new partitions to lead)."""
+        self._wake.set()
+
+    async def _round(self) -> None:
+        assert self.membership is not None and self.db is not None
+        try:
+            for db in (self.db, self.writes, self.reads):
+                if db is not None and db.broken:
+                    await db.reconnect()
+            await self._sync_topics()
+            changes = await self.membership.round()
+            for resource in changes.lost:
+                self._drop(resource, "its lease went to another broker", forget=False)
+            for lease in changes.gained:
+                self._spawn(self._take(lease))
+            picture = await leases.live_leases(self.db)
+            live = frozenset(b.node_id for b in self.membership.live)
+            if picture != self.picture or live != self._live_ids:
+                self.picture = picture
+                self._live_ids = live
+                self.version += 1
+            if self._round_failures:
+                log.info("node %d: the database answers again", self.node_id)
+            self._round_failures = 0
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self._round_failures += 1
+            if self._round_failures in (1, 10) or self._round_failures % 100 == 0:
+                log.warning("node %d: cluster round failed (%d in a row): %s", self.node_id,
+                            self._round_failures, str(e).strip() or type(e).__name__)
+        self._drop_expired()
+
+    def _drop_expired(self) -> None:
+        """Stop serving what this broker can no longer count on (no renewal reached the
+        database in time: it may be cut off), before the database gives it to another."""
+        assert self.membership is not None
+        for led in list(self._led.values()):
+            if self.membership.lease(led.lease.resource) != led.lease:
+                self._drop(led.lease.resource, "its lease ran out", forget=False)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- topics ------------------------------------------------------------------------------
+    def _all_resources(self) -> list[Resource]:
+        return list(self._resources)
+
+    def _adopt_topics(self, rows: list[topic_rows.TopicRow]) -> bool:
+        """Make the local log's topics the database's; True if anything changed."""
+        assert self.logs is not None
+        logs = self.logs
+        now = self.clock_ms()
+        changed = False
+        wanted = {r.name: r for r in rows}
+        for name, info in list(logs.topics.items()):
+            row = wanted.get(name)
+            if row is None or row.topic_id != info.topic_id:
+                for index in range(info.partitions):
+                    self._drop_key((name, index), "its topic was deleted")
+                logs.delete_topic(name)
+                changed = True
+        for row in rows:
+            info = logs.topics.get(row.name)
+            if info is None:
+                logs.create_topic(row.name, row.partition_count, row.configs, now,
+                                  topic_id=row.topic_id)
+                changed = True
+            elif info.partitions < row.partition_count:
+                logs.create_partitions(row.name, row.partition_count, now)
+                changed = True
+        self._resources = {
+            Resource.partition(TopicIdPartition(info.topic_id, p)): (info.name, p)
+            for info in logs.topics.values() for p in range(info.partitions)}
+        if changed:
+            self.version += 1
+        return changed
+
+    async def _sync_topics(self) -> None:
+        assert self.db is not None
+        if self._adopt_topics(await topic_rows.topics(self.db)):
+            self.on_topics_changed()
+
+    async def create_topic(self, name: str, partitions: int,
+                           configs: dict[str, str]) -> TopicInfo:
+        """CreateTopics in the database, then here; the new partitions are taken by their
+        brokers at their next round (this one at once)."""
+        assert self.db is not None and self.logs is not None
+        try:
+            row = await topic_rows.create_topic(self.db, name, partitions, configs)
+        except psycopg.errors.UniqueViolation:
+            raise TopicExistsError(f"Topic '{name}' already exists.") from None
+        except psycopg.Error as e:
+            raise LogStorageError(f"cannot create topic '{name}' in the database: "
+                                  f"{str(e).strip()}") from e
+        await self._sync_topics()
+        self.wake()
+        return self.logs.topics[row.name]
+
+    def create_soon(self, name: str, partitions: int) -> None:
+        """Auto-creation (Metadata): create the topic in the background; the client's next
+        Metadata finds it (or another broker's creation of it)."""
+
+        async def create() -> None:
+            try:
+                await self.create_topic(name, partitions, {})
+            except TopicExistsError:
+                pass
+            except Exception as e:
+                log.warning("could not create topic %s: %s", name, e)
+
+        self._spawn(create())
+
+    async def delete_topic(self, name: str) -> None:
+        assert self.db is not None and self.logs is not None
+        info = self.logs.topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        try:
+            await topic_rows.delete_topic(self.db, info.topic_id)
+        except psycopg.Error as e:
+            raise LogStorageError(f"cannot delete topic '{name}' in the database: "
+                                  f"{str(e).strip()}") from e
+        await self._sync_topics()
+
+    async def create_partitions(self, name: str, total: int) -> None:
+        assert self.db is not None and self.logs is not None
+        info = self.logs.topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        try:
+            await topic_rows.create_partitions(self.db, info.topic_id, total)
+        except psycopg.Error as e:
+            raise LogStorageError(f"cannot add partitions to '{name}' in the database: "
+                                  f"{str(e).strip()}") from e
+        await self._sync_topics()
+        self.wake()
+
+    # -- taking and dropping partitions ------------------------------------------------------
+    async def _take(self, lease: Lease) -> None:
+        """Copy a partition just taken from the database into the local log, then lead it."""
+        assert self.logs is not None and self.reads is not None and self.membership
+        key = self._resources.get(lease.resource)
+        if key is None:
+            return
+        name, index = key
+        info = self.logs.topics[name]
+        tp = TopicIdPartition(info.topic_id, index)
+        reader = PostgresLog(self.reads)
+        started = time.monotonic()
+        try:
+            start, end = await reader.bounds(tp)
+            chunks: list[bytes] = []
+            offset = start
+            while offset < end:
+                data = await reader.read(tp, offset, READ_CHUNK)
+                if not data:
+                    break
+                chunks.append(data)
+                offset = _end_of(data)
+            if self.membership.lease(lease.resource) != lease or \
+                    self.logs.topics.get(name) is not info:
+                return  # lost or deleted meanwhile
+            part = self.logs.replace_partition(name, index, start, end, chunks,
+                                               self.clock_ms())
+            if part.log_end_offset != end:
+                raise StorageError(f"the copy of {name}-{index} ends at {part.log_end_offset}, "
+                                   f"the database's at {end}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("node %d: could not take %s-%d: %s; giving its lease back", self.node_id,
+                        name, index, str(e).strip() or type(e).__name__)
+            self.membership.tenures.lost(lease.resource)
+            return
+        part.durable_end = end
+        led = _Led(name, index, tp, lease, part)
+        part.on_append = functools.partial(self._write, led)
+        self._led[key] = led
+        self.version += 1
+        log.info("node %d leads %s-%d at epoch %d (%d batches' bytes copied, offsets %d-%d, "
+                 "%.0f ms)", self.node_id, name, index, lease.epoch, sum(map(len, chunks)),
+                 start, end, (time.monotonic() - started) * 1000)
+        self.waiters.notify(name, index)
+        loading = self.on_gained(name, index)
+        if loading is not None:
+            await loading
+
+    def _drop(self, resource: Resource, why: str, forget: bool) -> None:
+        key = self._resources.get(resource)
+        if key is not None:
+            self._drop_key(key, why, forget)
+
+    def _drop_key(self, key: Key, why: str, forget: bool = False) -> None:
+        """Stop leading a partition: answers waiting on its writes get False, its shard (if
+        a coordinator's) goes. `forget`: also stop counting on its lease (after a failed
+        write, when the database may still name this broker)."""
+        led = self._led.pop(key, None)
+        if led is None:
+            return
+        led.part.on_append = None
+        self._pending_internal.discard(led)
+        for _, fut in led.waiting:
+            if not fut.done():
+                fut.set_result(False)
+        led.waiting.clear()
+        if forget and self.membership is not None:
+            self.membership.tenures.lost(led.lease.resource)
+        self.version += 1
+        log.info("node %d no longer leads %s-%d (epoch %d): %s", self.node_id, led.name,
+                 led.index, led.lease.epoch, why)
+        self.waiters.notify(led.name, led.index)
+        self.on_lost(led.name, led.index)
+
+    # -- writing through ---------------------------------------------------------------------
+    def _write(self, led: _Led, first: int, data: bytes) -> None:
+        """A local append of a led partition: on to the database, numbered from `first`."""
+        if self._led.get((led.name, led.index)) is not led or self.commit is None:
+            return
+        end = _end_of(data)
+        fut = self.commit.submit(Append(led.tp, data, led.lease, expected_offset=first))
+        if is_internal_topic(led.name):
+            self._pending_internal.add(led)
+        fut.add_done_callback(functools.partial(self._written, led, end))
+
+    def _written(self, led: _Led, end: int, fut: asyncio.Future) -> None:
+        if self._led.get((led.name, led.index)) is not led:
+            return
+        error = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
+        if error is not None:
+            self._drop_key((led.name, led.index),
+                           f"a write failed ({str(error).strip() or type(error).__name__})",
+                           forget=True)
+            return
+        part = led.part
+        if part.durable_end is None or end > part.durable_end:
+            part.durable_end = end
+        if led.waiting:
+            still = []
+            for offset, waiter in led.waiting:
+                if offset < end:
+                    if not waiter.done():
+                        waiter.set_result(True)
+                else:
+                    still.append((offset, waiter))
+            led.waiting = still
+        if end >= part.log_end_offset:
+            self._pending_internal.discard(led)
+        self.waiters.notify(led.name, led.index)
+
+    async def delete_records(self, led: _Led, offset: int) -> int:
+        """DeleteRecords of a led partition: the database's log start moved (under the
+        lease), then the copy's; returns the log start. LeaseLost if the lease is gone."""
+        assert self.store is not None
+        start = await self.store.delete_records(led.tp, offset, led.lease)
+        if self._led.get((led.name, led.index)) is led:
+            led.part.delete_records(min(start, led.part.log_end_offset))
+        return start
+
+    # -- what handlers ask -------------------------------------------------------------------
+    def serving(self, name: str, index: int) -> _Led | None:
+        """The partition, if this broker leads it right now (its copy loaded, its lease
+        still counted on); None: NOT_LEADER_OR_FOLLOWER."""
+        led = self._led.get((name, index))
+        if led is None or self.membership is None:
+            return None
+        if self.membership.lease(led.lease.resource) != led.lease:
+            return None
+        return led
+
+    def durable(self, led: _Led, offset: int) -> asyncio.Future[bool] | None:
+        """None if `offset` is in the database already; else a future that says whether it
+        got there (False: the partition was dropped first)."""
+        durable_end = led.part.durable_end
+        if durable_end is not None and durable_end > offset:
+            return None
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if self._led.get((led.name, led.index)) is not led:
+            fut.set_result(False)
+        else:
+            led.waiting.append((offset, fut))
+        return fut
+
+    def coordinator_barrier(self) -> Awaitable[bool] | None:
+        """None when every record a coordinator wrote here is in the database; else what
+        says, once they are, whether all of them got there. A coordinator's answer may rest
+        on what it just wrote (Kafka answers after the write is committed), so answers wait
+        for it."""
+        if not self._pending_internal:
+            return None
+        futures = []
+        for led in list(self._pending_internal):
+            fut = self.durable(led, led.part.log_end_offset - 1)
+            if fut is not None:
+                futures.append(fut)
+        if not futures:
+            return None
+        return _all_true(futures)
+
+    def leader(self, name: str, index: int, topic_id: uuid.UUID) -> Lease | None:
+        """Who leads a partition, as this broker knows it: itself where it serves it, else
+        the last round's picture; None if nobody does."""
+        led = self.serving(name, index)
+        if led is not None:
+            return led.lease
+        lease = self.picture.get(Resource.partition(TopicIdPartition(topic_id, index)))
+        if lease is None or lease.owner not in self._live_ids:
+            # Never a leader missing from the brokers Metadata lists (a broker whose
+            # registration ran out before its leases did): clients would take the
+            # partition for unknown, not for leaderless, and not ask again soon.
+            return None
+        return lease
+
+    @property
+    def brokers(self) -> list[BrokerRow]:
+        """The live brokers (as of the last round), this one always among them."""
+        return list(self.membership.live) if self.membership is not None else []
+
+    # -- producer ids ------------------------------------------------------------------------
+    def next_id(self) -> int:
+        """An id no broker of the cluster gave out before (blocks from the database; the
+        next is fetched while the current one still lasts)."""
+        if self._next_pid >= self._pid_end:
+            if not self._blocks:
+                self._refill()
+                raise LogStorageError("no producer ids at hand; the next block is on its way")
+            block = self._blocks.pop(0)
+            self._next_pid, self._pid_end = block.first_id, block.end
+        pid = self._next_pid
+        self._next_pid += 1
+        if not self._blocks and self._pid_end - self._next_pid < 500:
+            self._refill()
+        return pid
+
+    def _refill(self) -> None:
+        if self._refilling is not None or self.db is None:
+            return
+
+        async def fetch() -> None:
+            assert self.db is not None
+            try:
+                self._blocks.append(await allocate_block(self.db, self.node_id))
+            except Exception as e:
+                log.warning("node %d: no new producer-id block: %s", self.node_id, e)
+            finally:
+                self._refilling = None
+
+        self._refilling = asyncio.ensure_future(fetch())
+
+    # -- stopping ----------------------------------------------------------------------------
+    async def stop(self) -> None:
+        """Leave at once: leases released and the node.id freed, so the others take over
+        without waiting for expiries (best effort: a database that is gone is left as is)."""
+        for task in list(self._tasks):
+            task.cancel()
+        for key in list(self._led):
+            self._drop_key(key, "the broker is stopping")
+        if self.membership is not None:
+            try:
+                await asyncio.wait_for(self.membership.stop(), 5)
+            except Exception as e:
+                log.warning("node %d: could not leave the cluster cleanly: %s", self.node_id, e)
+        await self.close()
+
+    async def close(self) -> None:
+        for db in (self.db, self.writes, self.reads):
+            if db is not None:
+                with contextlib.suppress(Exception):
+                    await db.close()
+
+
+async def _all_true(futures: list[asyncio.Future[bool]]) -> bool:
+    return all(await asyncio.gather(*futures))
