@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -39,6 +39,11 @@ E = ErrorCode
 #: The consumer's ranges plus Produce up to v12 (the last version that names topics).
 SPARK_API_RANGES: Mapping[int, VersionRange] = {**CONSUMER_API_RANGES,
                                                 ApiKey.PRODUCE: (3, 12)}
+# Errors after which a request is sent again to the partition's leader, looked up anew.
+RETRIABLE = frozenset({E.not_leader_or_follower, E.leader_not_available, E.request_timed_out,
+                       E.not_enough_replicas, E.kafka_storage_error, E.fenced_leader_epoch,
+                       E.unknown_leader_epoch, E.network_exception})
+
 EARLIEST_TS = -2
 LATEST_TS = -1
 
@@ -101,6 +106,26 @@ class Brokers:
     def _deadline(self) -> float:
         return self._loop.time() + self._deadline_s
 
+    def _retrying(self, attempt: Callable[[], Coroutine[Any, Any, T]], tps: list[TP]) -> T:
+        """Run `attempt()` until it succeeds, a non-retriable error, or the request timeout:
+        after a leader moved (NOT_LEADER_OR_FOLLOWER and its kin) or its broker went away,
+        the leaders of `tps` are looked up again, as Kafka's clients do."""
+        give_up = self._loop.time() + self._deadline_s
+        pause = 0.05
+        while True:
+            try:
+                return self._run(attempt())
+            except (BrokerConnectionError, OSError, KeyError, UnknownTopicError,
+                    BrokerError) as e:
+                if isinstance(e, BrokerError) and e.error_code not in RETRIABLE:
+                    raise
+                if self._loop.time() + pause > give_up:
+                    raise
+                for tp in tps:
+                    self._forget(tp)
+                self._run(asyncio.sleep(pause))
+                pause = min(pause * 2, 1.0)
+
     # -- metadata -----------------------------------------------------------------------------
     def _remember(self, md: ClusterMetadata) -> None:
         for topic in md.topics.values():
@@ -160,7 +185,8 @@ class Brokers:
     # -- offsets ------------------------------------------------------------------------------
     def list_offsets(self, tps: Iterable[TP], timestamp: int) -> dict[TP, int]:
         """ListOffsets (EARLIEST_TS: log start, LATEST_TS: high watermark) per partition."""
-        return self._run(self._list_offsets(sorted(set(tps)), timestamp))
+        wanted = sorted(set(tps))
+        return self._retrying(lambda: self._list_offsets(wanted, timestamp), wanted)
 
     async def _list_offsets(self, tps: list[TP], timestamp: int) -> dict[TP, int]:
         by_leader: dict[int, list[TP]] = {}
@@ -194,7 +220,17 @@ class Brokers:
     def fetch(self, tp: TP, offset: int, *, max_bytes: int, max_wait_ms: int = 200,
               ) -> FetchResult:
         """One Fetch of one partition from `offset` (the caller decodes the batches)."""
-        return self._run(self._fetch(tp, offset, max_bytes, max_wait_ms))
+        def once() -> Coroutine[Any, Any, FetchResult]:
+            return self._fetch_checked(tp, offset, max_bytes, max_wait_ms)
+        return self._retrying(once, [tp])
+
+    async def _fetch_checked(self, tp: TP, offset: int, max_bytes: int,
+                             max_wait_ms: int) -> FetchResult:
+        result = await self._fetch(tp, offset, max_bytes, max_wait_ms)
+        if result.error in RETRIABLE:
+            self._forget(tp)
+            raise BrokerError(result.error, "Fetch", f"{tp[0]}-{tp[1]}")
+        return result
 
     async def _fetch(self, tp: TP, offset: int, max_bytes: int, max_wait_ms: int,
                      ) -> FetchResult:
@@ -227,8 +263,10 @@ class Brokers:
 
     # -- writing ------------------------------------------------------------------------------
     def produce(self, tp: TP, batch: bytes, *, acks: int, timeout_ms: int = 30_000) -> int:
-        """Produce one encoded record batch; returns its base offset."""
-        return self._run(self._produce(tp, batch, acks, timeout_ms))
+        """Produce one encoded record batch; returns its base offset. A leader that moved
+        or died is looked up again and the batch sent again until the request timeout (so
+        a batch may be written twice: the sink is at-least-once)."""
+        return self._retrying(lambda: self._produce(tp, batch, acks, timeout_ms), [tp])
 
     async def _produce(self, tp: TP, batch: bytes, acks: int, timeout_ms: int) -> int:
         conn = await self._leader_conn(tp)

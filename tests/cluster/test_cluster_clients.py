@@ -8,7 +8,6 @@ nothing is written twice, and clients go on with the brokers that are left.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections import Counter
@@ -35,9 +34,7 @@ def leaders(cluster: CoterieCluster, topic: str) -> dict[int, int]:
     """Each partition's leader as every live broker's metadata says it (-1: none, or the
     brokers do not agree yet: each learns of the others' leases at its own next round)."""
     views = []
-    for b in cluster.brokers:
-        if b.proc is None or b.proc.poll() is not None:
-            continue
+    for b in cluster.live():
         a = AdminClient({"bootstrap.servers": b.bootstrap})
         try:
             md = a.list_topics(topic, timeout=10)
@@ -229,13 +226,13 @@ def test_a_paused_broker_writes_nothing_once_its_leases_are_gone(coterie_cluster
     sleeper = cluster.broker(3)
     with Produced(cluster, "paused") as produced:
         wait_until(lambda: len(produced.acked) >= 500, 60, "records before the pause")
-        sleeper.proc.send_signal(signal.SIGSTOP)
+        cluster.pause(3)
         try:
             wait_for_leaders(cluster, "paused", {1, 2}, timeout=LEASE_MS / 1000 * 10)
             count = len(produced.acked)
             wait_until(lambda: len(produced.acked) >= count + 500, 60, "records meanwhile")
         finally:
-            sleeper.proc.send_signal(signal.SIGCONT)
+            cluster.resume(3)
         # Awake again, it learns it lost its partitions before it writes anything.
         wait_until(lambda: "no longer leads paused-" in sleeper.log_text(), 30,
                    "the paused broker giving its partitions up")
@@ -254,7 +251,7 @@ def coordinator_of(cluster: CoterieCluster, key: str, key_type: int) -> int:
 
     from tests.kafka_raw import RawConnection
 
-    b = cluster.brokers[0]
+    b = cluster.live()[0]
     with RawConnection(b.host, b.port) as conn:
         answer = conn.request(FindCoordinatorRequest(key_type=key_type,
                                                      coordinator_keys=(key,)))

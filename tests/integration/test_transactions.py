@@ -211,3 +211,41 @@ def _stable_end(conn: RawConnection, topic: str) -> int:
         ListOffsetsTopic(name=topic, partitions=(ListOffsetsPartition(
             partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)))
     return resp.topics[0].partitions[0].offset
+
+
+def test_write_txn_markers_closes_a_transaction_on_its_partitions(coterie):
+    """WriteTxnMarkers v1, the coordinators' API (a cluster's coordinator sends it to the
+    leaders of the other partitions: docs/cluster.md): a COMMIT marker for an open
+    transaction makes its records readable read_committed; an unknown partition is
+    UNKNOWN_TOPIC_OR_PARTITION, and the connection stays usable."""
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+    from kio.schema.write_txn_markers.v1.request import (
+        WritableTxnMarker,
+        WritableTxnMarkerTopic,
+        WriteTxnMarkersRequest,
+    )
+
+    topic = _name("marked")
+    with RawConnection(coterie.host, coterie.port) as conn:
+        assert create(conn, topic).error_code == 0
+    producer = _producer(coterie, _name("tid"))
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=f"m{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    assert _read(coterie, topic, 1, "read_committed", 0, settle=0.5) == []
+    with RawConnection(coterie.host, coterie.port) as conn:
+        described = conn.request(DescribeProducersRequest(
+            topics=(TopicRequest(name=topic, partition_indexes=(0,)),)))
+        (state,) = described.topics[0].partitions[0].active_producers
+        assert state.current_txn_start_offset == 0
+        answer = conn.request(WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+            producer_id=state.producer_id, producer_epoch=state.producer_epoch,
+            transaction_result=True, coordinator_epoch=0,
+            topics=(WritableTxnMarkerTopic(name=topic, partition_indexes=(0, 7)),)),)))
+        codes = {p.partition_index: p.error_code
+                 for p in answer.markers[0].topics[0].partitions}
+        assert codes == {0: 0, 7: 3}  # 3: UNKNOWN_TOPIC_OR_PARTITION
+    assert sorted(_read(coterie, topic, 1, "read_committed", 5)) == [
+        f"m{i}".encode() for i in range(5)]
+    producer.abort_transaction(30)  # the coordinator's own ABORT finds it closed already
