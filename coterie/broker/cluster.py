@@ -69,6 +69,10 @@ __all__ = ["ClusterNode", "ClusterStartError"]
 
 log = logging.getLogger("coterie.cluster")
 
+# The channel brokers NOTIFY each other on (the payload: the sender's node.id).
+CHANNEL = "coterie_cluster"
+# The least time between two rounds: a burst of news makes one round, not one each.
+WAKE_GAP_S = 0.05
 # How much of a partition one query reads while a broker copies it.
 READ_CHUNK = 8 * 1024 * 1024
 Key = tuple[str, int]
@@ -194,38 +198,98 @@ class ClusterNode:
         assert self.db is not None
         self.membership = Membership(self.db, self.node_id, host, port, self._all_resources,
                                      ttl=self.ttl, rack=self.rack)
-        try:
-            await self.membership.start()
-        except NodeIdInUse as e:
-            raise ClusterStartError(str(e)) from e
-        except psycopg.Error as e:
-            raise ClusterStartError(f"cannot register node {self.node_id}: "
-                                    f"{str(e).strip()}") from e
-        await self._round()
+        # A broker restarted at once after a crash finds its former run's registration
+        # still live: it waits for that to run out (a lease time) before it concludes that
+        # another broker has its node.id.
+        give_up = time.monotonic() + self.ttl * 1.5
+        while True:
+            try:
+                await self.membership.start()
+                break
+            except NodeIdInUse as e:
+                if time.monotonic() > give_up:
+                    raise ClusterStartError(str(e)) from e
+                log.info("node %d: %s; waiting for it to run out (a crashed former run of "
+                         "this broker?)", self.node_id, e)
+                await asyncio.sleep(self.ttl / 4)
+            except psycopg.Error as e:
+                raise ClusterStartError(f"cannot register node {self.node_id}: "
+                                        f"{str(e).strip()}") from e
+        if await self._round():
+            await self._tell_others()
 
     # -- the rounds --------------------------------------------------------------------------
     async def run(self) -> None:
-        """A round every third of the lease time (or at once when woken: a topic created
-        here): keep the registration and leases, take this broker's share, drop what it
-        lost; a copy that failed is taken again at a new epoch."""
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.ttl / 3)
-            self._wake.clear()
-            await self._round()
+        """A round every third of the lease time, or at once when woken (a topic created
+        here, or another broker's news: `_listen`): keep the registration and leases, take
+        this broker's share, drop what it lost; a copy that failed is taken again at a new
+        epoch."""
+        listener = asyncio.ensure_future(self._listen())
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.ttl / 3)
+                self._wake.clear()
+                changed = await self._round()
+                if changed:
+                    await self._tell_others()
+                await asyncio.sleep(WAKE_GAP_S)  # many wake-ups in a row are one round
+        finally:
+            listener.cancel()
 
     def wake(self) -> None:
         """Run the next round now (new partitions to lead)."""
         self._wake.set()
 
-    async def _round(self) -> None:
+    async def settled(self, timeout: float) -> None:
+        """Wait (at most `timeout` seconds) until the partitions taken so far are copied and
+        served (their coordinator shards loaded)."""
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    async def _listen(self) -> None:
+        """Wake on every other broker's news (NOTIFY on `CHANNEL`: a topic created, a lease
+        taken or given up), so leadership moves in milliseconds, not at the next periodic
+        round. A connection of its own, opened again whenever it fails."""
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
+                                                             connect_timeout=5)
+                try:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self.wake()  # whatever happened while not listening
+                    async for note in conn.notifies():
+                        if note.payload != str(self.node_id):
+                            self.wake()
+                finally:
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                await asyncio.sleep(self.ttl / 3)
+
+    async def _tell_others(self) -> None:
+        """NOTIFY the other brokers that who leads what (or which topics exist) changed."""
+        if self.db is None:
+            return
+        with contextlib.suppress(Exception):
+            async with self.db.session() as conn:
+                await conn.execute(f"NOTIFY {CHANNEL}, '{self.node_id}'")
+
+    async def _round(self) -> bool:
+        """One round; True if this broker took or gave up a lease, or learned new topics
+        (news for the others)."""
         assert self.membership is not None and self.db is not None
+        news = False
         try:
             for db in (self.db, self.writes, self.reads):
                 if db is not None and db.broken:
                     await db.reconnect()
             await self._sync_topics()
             changes = await self.membership.round()
+            news = bool(changes.gained or changes.lost)
             for resource in changes.lost:
                 self._drop(resource, "its lease went to another broker", forget=False)
             for lease in changes.gained:
@@ -247,6 +311,7 @@ class ClusterNode:
                 log.warning("node %d: cluster round failed (%d in a row): %s", self.node_id,
                             self._round_failures, str(e).strip() or type(e).__name__)
         self._drop_expired()
+        return news
 
     def _drop_expired(self) -> None:
         """Stop serving what this broker can no longer count on (no renewal reached the
@@ -313,8 +378,28 @@ class ClusterNode:
             raise LogStorageError(f"cannot create topic '{name}' in the database: "
                                   f"{str(e).strip()}") from e
         await self._sync_topics()
+        await self._tell_others()
         self.wake()
-        return self.logs.topics[row.name]
+        info = self.logs.topics[row.name]
+        await self._await_leaders(info, range(partitions))
+        return info
+
+    async def _await_leaders(self, info: TopicInfo, indexes: range) -> None:
+        """Until every one of `indexes` has a live leader (and the ones this broker leads are
+        copied and served), within a few seconds: as Kafka's CreateTopics returns once the
+        new partitions have leaders, a client may produce at once."""
+        deadline = time.monotonic() + min(5.0, self.ttl)
+        while time.monotonic() < deadline:
+            ready = True
+            for p in indexes:
+                lease = self.leader(info.name, p, info.topic_id)
+                if lease is None or (lease.owner == self.node_id
+                                     and self.serving(info.name, p) is None):
+                    ready = False
+                    break
+            if ready:
+                return
+            await asyncio.sleep(0.02)
 
     def create_soon(self, name: str, partitions: int) -> None:
         """Auto-creation (Metadata): create the topic in the background; the client's next
@@ -341,6 +426,7 @@ class ClusterNode:
             raise LogStorageError(f"cannot delete topic '{name}' in the database: "
                                   f"{str(e).strip()}") from e
         await self._sync_topics()
+        await self._tell_others()
 
     async def create_partitions(self, name: str, total: int) -> None:
         assert self.db is not None and self.logs is not None
@@ -353,7 +439,9 @@ class ClusterNode:
             raise LogStorageError(f"cannot add partitions to '{name}' in the database: "
                                   f"{str(e).strip()}") from e
         await self._sync_topics()
+        await self._tell_others()
         self.wake()
+        await self._await_leaders(self.logs.topics[name], range(info.partitions, total))
 
     # -- taking and dropping partitions ------------------------------------------------------
     async def _take(self, lease: Lease) -> None:

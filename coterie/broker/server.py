@@ -680,7 +680,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         self.poller = make_poller(loop)
         self._listener = Listener(loop, self.config.host, self.config.port, self._accepted,
-                                  self._accept_errors)
+                                  self._accept_errors, accepting=self.cluster is None)
         if self.config.port == 0:
             # Listening on an ephemeral port: advertise the one we actually got.
             self.config.port = self.port
@@ -693,6 +693,10 @@ class Broker:
                 self._listener.close()
                 raise
             self._tasks.append(asyncio.create_task(self.cluster.run()))
+            # Clients wait in the listening backlog until this broker serves its share
+            # (copied and loaded), so the first requests after a restart find it ready.
+            await self.cluster.settled(timeout=self.cluster.ttl * 2)
+            self._listener.accept_from_now()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self.load_groups()))
         if self.cleaner is not None:

@@ -139,7 +139,7 @@ class Listener:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, host: str | None, port: int,
                  on_accept: Callable[[socket.socket, tuple], None],
-                 complaints: RateLimitedLog) -> None:
+                 complaints: RateLimitedLog, accepting: bool = True) -> None:
         self._loop = loop
         self._on_accept = on_accept
         self._complaints = complaints
@@ -161,7 +161,15 @@ class Listener:
         except OSError:
             self.close()
             raise
-        self._watch()
+        # Not accepting yet (`accept_from_now`): connections wait in the backlog until the
+        # broker is ready to serve them (a cluster broker copying what it leads).
+        self._paused = not accepting
+        if accepting:
+            self._watch()
+
+    def accept_from_now(self) -> None:
+        """Start accepting (for a Listener made with accepting=False)."""
+        self._resume()
 
     @property
     def port(self) -> int:

@@ -71,7 +71,7 @@ from coterie.broker.config import BrokerConfig
 from coterie.broker.server import Broker
 from coterie.group import ConsumerHeartbeatRequest
 from coterie.group import JoinGroupRequest as ClassicJoin
-from tests.fixtures.coterie_broker import CoterieBroker
+from tests.fixtures.coterie_broker import CoterieBroker, both_storages
 from tests.fixtures.reference_broker import REFERENCE_GROUP_SETTINGS
 from tests.integration.clients import broker_log_on_failure, create_topics, make_records, produce
 from tests.integration.failing_log import FullDiskSwitch, ask
@@ -205,6 +205,7 @@ class NextGenConsumer(GroupMember, threading.Thread):
 _CHILD_SCRIPT = r"""
 import json, sys
 from confluent_kafka import Consumer
+
 bootstrap, group, topic, label = sys.argv[1:5]
 c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
               "client.id": label, "auto.offset.reset": "earliest",
@@ -394,6 +395,7 @@ def _committed(broker: Any, group: str, topic: str, partitions: int) -> dict[int
     return {p.partition_index: p.committed_offset for t in g.topics for p in t.partitions}
 
 
+@both_storages
 def test_offsets_and_group_survive_broker_kill9(coterie_factory: Callable[..., Any]) -> None:
     """Two committing members consume 400 records; the broker is killed with SIGKILL and
     restarted on the same data. Replaying __consumer_offsets brings back the committed

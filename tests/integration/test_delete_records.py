@@ -25,6 +25,7 @@ from kio.schema.delete_records.v2.request import (
 )
 from kio.schema.errors import ErrorCode
 
+from tests.fixtures.coterie_broker import both_storages
 from tests.fixtures.reference_broker import kafka_tool
 from tests.kafka_raw import RawConnection
 
@@ -81,6 +82,7 @@ def scenario(bootstrap: str, topic: str = "purged") -> None:
         ErrorCode.invalid_topic_exception)
 
 
+@both_storages
 def test_delete_records(coterie):
     scenario(coterie.bootstrap)
     coterie.kill9()

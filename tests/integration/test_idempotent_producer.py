@@ -35,9 +35,13 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
 from coterie.wire.record_batch import batch_headers
+from tests.fixtures.coterie_broker import STORAGES
 from tests.integration.clients import consume
 from tests.integration.test_data_plane_raw import create, list_offset, produce
 from tests.kafka_raw import RawConnection
+
+# Every scenario on both storages: local files, and a broker alone on PostgreSQL.
+pytestmark = pytest.mark.parametrize("storage", STORAGES, indirect=True)
 
 LATEST = -1
 

@@ -22,6 +22,7 @@ from kio.schema.offset_fetch.v8.request import (
     OffsetFetchRequestTopics,
 )
 
+from tests.fixtures.coterie_broker import both_storages
 from tests.integration.test_data_plane_raw import create
 from tests.kafka_raw import RawConnection
 
@@ -66,6 +67,7 @@ def wait_loaded(conn: RawConnection, group: str, topic: str, deadline_s: float =
     raise TimeoutError("coordinator still loading")
 
 
+@both_storages
 def test_commits_survive_kill9(coterie):
     with RawConnection(coterie.host, coterie.port) as c:
         create(c, "orders", 4)
@@ -78,6 +80,7 @@ def test_commits_survive_kill9(coterie):
         assert fetch(c, "g1", "orders", [0, 1, 2, 3]) == {0: 10, 1: 21, 2: 30, 3: 40}
 
 
+@both_storages
 def test_metadata_too_large_and_unknown_partition(coterie):
     with RawConnection(coterie.host, coterie.port) as c:
         create(c, "meta", 1)

@@ -22,8 +22,12 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from tests.fixtures.coterie_broker import STORAGES
 from tests.integration.test_data_plane_raw import create
 from tests.kafka_raw import RawConnection
+
+# Every scenario on both storages: local files, and a broker alone on PostgreSQL.
+pytestmark = pytest.mark.parametrize("storage", STORAGES, indirect=True)
 
 
 def _name(prefix: str) -> str:
