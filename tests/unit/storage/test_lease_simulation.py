@@ -22,7 +22,11 @@ Checked after every step:
   the same epoch, so no two brokers ever serve one resource at once (and a group's partitions
   cannot be handed out by two coordinators);
 * never two writers at one epoch, and a resource's log never goes back to an older epoch;
-* nothing acknowledged is lost: every acknowledged write is in the log where it was put;
+* nothing acknowledged is lost: every acknowledged write is in the log at the offset the
+  client was told, the one its broker numbered it with in its copy of the log;
+* a broker's copy of a resource it serves is the stored log, then its writes on their way
+  (each broker writes through from a local copy, each write refused unless the stored log
+  ends where the copy did: coterie.broker.cluster, `expected_offset`);
 * replay equals live: the shard state of a broker that believes it owns the shard equals the
   replay of the shard's log;
 * after the faults stop and the killed brokers are back, every resource is owned by the
@@ -52,6 +56,9 @@ class Unreachable(Exception):
     pass
 
 
+DIVERGED = -1
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     offset: int
@@ -71,12 +78,16 @@ class Store:
         if self.down:
             raise Unreachable
 
-    def append(self, lease: Lease, value: int, now: float) -> int | None:
-        """The offset of the write, or None when its lease is lost (nothing written)."""
+    def append(self, lease: Lease, value: int, now: float, expected: int) -> int | None:
+        """The offset of the write, or None when its lease is lost (nothing written);
+        DIVERGED when the log does not end at `expected`, the offset the writer numbered it
+        with in its copy (coterie.storage.postgres_log's `expected_offset`)."""
         self.check()
         if not self.leases.may_write(lease, now):
             return None
         log = self.logs[lease.resource]
+        if len(log) != expected:
+            return DIVERGED
         log.append(Entry(len(log), lease.epoch, lease.owner, value))
         return len(log) - 1
 
@@ -90,6 +101,7 @@ class InFlight:
     lease: Lease
     value: int
     acked_to: int | None  # the broker waiting for the answer; None once it crashed
+    expected: int = 0  # the offset its broker numbered it with in its copy
 
 
 @dataclass
@@ -99,6 +111,9 @@ class Broker:
     paused: bool = False
     tenures: Tenures = field(default_factory=Tenures)
     shard: dict[int, int] | None = None  # the shard's state while it owns the shard
+    # Its copy of each resource it serves (coterie.broker.cluster): the store's log when it
+    # took the resource, then its own writes, appended before they are sent.
+    copies: dict[Resource, list[int]] = field(default_factory=dict)
 
     def acts(self) -> bool:
         return self.alive and not self.paused
@@ -121,6 +136,7 @@ class World:
         self.counter = 0
         self.lost_writes = 0
         self.fenced_writes = 0
+        self.diverged_writes = 0
         self.checked = 0  # acknowledged writes checked so far
         self.seen = dict.fromkeys(RESOURCES, 0)  # log entries checked so far
         self.shard_replayed: dict[int, int] = {}
@@ -150,6 +166,7 @@ class World:
                 lease = store.leases.acquire(r, node_id, now, TTL)
                 if lease is not None:
                     b.tenures.granted(lease, now, TTL)
+                    b.copies[r] = [e.value for e in store.logs[r]]
                     if r == SHARD:
                         b.shard = replay(store.logs[SHARD])
             for lease in give:
@@ -159,7 +176,10 @@ class World:
             return
 
     def _lost(self, b: Broker, r: Resource) -> None:
+        """Stop serving `r`: its tenure and its copy go (a failed write of a copy drops it:
+        the copy may hold what the store does not)."""
         b.tenures.lost(r)
+        b.copies.pop(r, None)
         if r == SHARD:
             b.shard = None
 
@@ -175,30 +195,44 @@ class World:
         if not b.acts():
             return
         lease = b.tenures.lease(r, self.now)
-        if lease is None:
+        copy = b.copies.get(r)
+        if lease is None or copy is None:
             return  # NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR: the client looks again
         self.counter += 1
-        self.inflight.append(InFlight(lease, self.counter, node_id))
+        copy.append(self.counter)  # the local append, numbered at the copy's end
+        self.inflight.append(InFlight(lease, self.counter, node_id, len(copy) - 1))
 
     def land(self, which: int) -> None:
         """The store executes one of the writes sent so far (in any order, any time)."""
         if not self.inflight:
             return
-        w = self.inflight.pop(which % len(self.inflight))
+        picked = self.inflight[which % len(self.inflight)]
+        # One broker's writes under one lease land in the order sent (its group commit is
+        # a queue); writes of different leases or brokers, in any order.
+        w = next(x for x in self.inflight if x.lease == picked.lease)
+        self.inflight.remove(w)
         try:
-            offset = self.store.append(w.lease, w.value, self.now)
+            offset = self.store.append(w.lease, w.value, self.now, w.expected)
         except Unreachable:
             self.lost_writes += 1  # never executed: the client got an error
+            if w.acked_to is not None:
+                self._lost(self.brokers[w.acked_to], w.lease.resource)
             return
-        if offset is None:
-            self.fenced_writes += 1
+        if offset is None or offset == DIVERGED:
+            if offset is None:
+                self.fenced_writes += 1
+            else:
+                self.diverged_writes += 1
             if w.acked_to is not None:
                 self._lost(self.brokers[w.acked_to], w.lease.resource)
             return
         if w.acked_to is None:
             return  # written, but its broker died: nobody was told
-        self.acked.append((w.lease.resource, offset, w.value))
         b = self.brokers[w.acked_to]
+        if w.lease.resource not in b.copies:
+            return  # its broker dropped the copy meanwhile: the client was told to retry
+        # The client is told the offset its broker numbered the write with in its copy.
+        self.acked.append((w.lease.resource, w.expected, w.value))
         if w.lease.resource == SHARD and b.shard is not None:
             b.shard[w.value % 7] = w.value
 
@@ -206,6 +240,7 @@ class World:
     def crash(self, node_id: int) -> None:
         b = self.brokers[node_id]
         b.alive, b.paused, b.tenures, b.shard = False, False, Tenures(), None
+        b.copies = {}
         for w in self.inflight:
             if w.acked_to == node_id:
                 w.acked_to = None
@@ -259,6 +294,12 @@ class World:
                     f"broker {b.node_id} serves {r} without holding it in the store"
                 if r == SHARD:
                     assert b.shard == self.shard_replayed, "replay != live"
+                copy = b.copies.get(r)
+                if copy is not None:
+                    # The copy is the stored log, then what is still on its way there.
+                    stored = [e.value for e in self.store.logs[r]]
+                    assert copy[:len(stored)] == stored, f"{r}: broker {b.node_id}'s copy " \
+                        "is not the stored log"
             # The log's entries since the last step (entries are only ever appended).
             log, writers = self.store.logs[r], self.writers[r]
             start = self.seen[r]
