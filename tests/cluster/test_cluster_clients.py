@@ -392,3 +392,47 @@ def _marks(c: Consumer) -> tuple[int, int] | None:
         return c.get_watermark_offsets(TopicPartition("trimmed", 0), timeout=5)
     except KafkaException:
         return None
+
+
+def test_kafka_python_and_a_mixed_group_on_the_cluster(coterie_cluster):
+    """kafka-python's producer and consumer against the three brokers, and one group mixing
+    a classic member (kafka-python) with a consumer-protocol member (confluent-kafka,
+    KIP-848): once both have their share, they read every record produced after that."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    cluster = coterie_cluster
+    create(cluster, "mixed")
+    wait_for_leaders(cluster, "mixed", {1, 2, 3})
+    classic = KafkaConsumer("mixed", bootstrap_servers=cluster.bootstrap.split(","),
+                            group_id="mixed-group", auto_offset_reset="latest",
+                            enable_auto_commit=False)
+    modern = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "mixed-group",
+                       "group.protocol": "consumer", "auto.offset.reset": "latest",
+                       "enable.auto.commit": False})
+    modern.subscribe(["mixed"])
+    seen: Counter = Counter()
+    try:
+        deadline = time.monotonic() + 60
+        while not (classic.assignment() and modern.assignment()):
+            assert time.monotonic() < deadline, "both members with a share"
+            classic.poll(timeout_ms=100)
+            modern.poll(0.1)
+        shares = ({tp.partition for tp in classic.assignment()},
+                  {tp.partition for tp in modern.assignment()})
+        assert not shares[0] & shares[1] and len(shares[0] | shares[1]) == 6
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap.split(","), acks="all")
+        for i in range(600):
+            producer.send("mixed", key=str(i).encode(), value=f"x{i}".encode(), partition=i % 6)
+        producer.flush(30)
+        producer.close()
+        while len(seen) < 600 and time.monotonic() < deadline + 30:
+            for records in classic.poll(timeout_ms=100).values():
+                seen.update(r.value for r in records)
+            m = modern.poll(0.1)
+            if m is not None and not m.error():
+                seen[m.value()] += 1
+    finally:
+        classic.close()
+        modern.close()
+    assert set(seen) == {f"x{i}".encode() for i in range(600)}
+    assert max(seen.values()) == 1
