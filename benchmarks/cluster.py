@@ -49,10 +49,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _brokers import free_port, prepare_reference, run_broker
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from produce_consume import consume, produce
 
 from tests.fixtures import postgres
 from tests.fixtures.coterie_broker import wait_for_port
+from tests.kafka_raw import RawConnection
 
 TOPIC_PARTITIONS = 6
 
@@ -78,7 +81,7 @@ class Node:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "coterie", "serve", "--port", str(self.port),
              "--data-dir", str(self.dir), "--storage", self.uri,
-             "--node-id", str(self.node_id), "--log-level", "WARNING",
+             "--node-id", str(self.node_id), "--log-level", "INFO",
              "--override", f"cluster.lease.ms={self.lease_ms}"],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         log.close()
@@ -227,19 +230,63 @@ class Workload:
                 c.close()
 
 
-def groups_stable(admin: AdminClient, groups: list[str], members: int,
+def groups_stable(ports: list[int], groups: list[str], members: int,
                   dead: int | None) -> bool:
+    """Every group Stable with all its members on a live coordinator, as FindCoordinator and
+    DescribeGroups answer them (raw requests to a live broker: an admin client may keep
+    asking a dead broker until its own timeouts)."""
     try:
-        found = admin.describe_consumer_groups(groups, request_timeout=3)
-        for g in groups:
-            d = found[g].result(5)
-            if str(d.state).split(".")[-1] != "STABLE" or len(d.members) != members:
+        with RawConnection("127.0.0.1", ports[0], timeout=3) as conn:
+            found = conn.request(FindCoordinatorRequest(
+                key_type=0, coordinator_keys=tuple(groups))).coordinators
+        for c in found:
+            if c.error_code != 0 or c.node_id == dead:
                 return False
-            if dead is not None and d.coordinator.id == dead:
+            with RawConnection("127.0.0.1", c.port, timeout=3) as conn:
+                (d,) = conn.request(DescribeGroupsRequest(
+                    groups=(c.key,), include_authorized_operations=False)).groups
+            if d.error_code != 0 or d.group_state != "Stable" or len(d.members) != members:
                 return False
         return True
     except Exception:
         return False
+
+
+def explain(admin: AdminClient, topic: str, work: Workload, root: Path) -> None:
+    """What a failover that did not finish is still waiting for; the brokers' logs are kept
+    in /tmp/coterie-cluster-logs."""
+    now = time.monotonic()
+    print("leaders:", leaders(admin, topic), file=sys.stderr)
+    print("seconds since each partition's last acknowledgement:",
+          [round(now - t, 1) for t in work.last_ack_at], file=sys.stderr)
+    try:
+        found = admin.describe_consumer_groups(work.groups, request_timeout=5)
+        for g in work.groups:
+            d = found[g].result(5)
+            print(f"group {g}: {d.state} on {d.coordinator.id}, {len(d.members)} members",
+                  file=sys.stderr)
+    except Exception as e:
+        print("groups:", e, file=sys.stderr)
+    for g in work.groups:
+        for port in work.ports:
+            try:
+                with RawConnection("127.0.0.1", port, timeout=3) as conn:
+                    (c,) = conn.request(FindCoordinatorRequest(
+                        key_type=0, coordinator_keys=(g,))).coordinators
+                print(f"group {g}: FindCoordinator at {port}: {c.error_code!r} node "
+                      f"{c.node_id} port {c.port}", file=sys.stderr)
+                if c.port > 0:
+                    with RawConnection("127.0.0.1", c.port, timeout=3) as conn:
+                        (d,) = conn.request(DescribeGroupsRequest(
+                            groups=(g,), include_authorized_operations=False)).groups
+                    print(f"   DescribeGroups: {d.error_code!r} {d.group_state} "
+                          f"{len(d.members)} members", file=sys.stderr)
+            except Exception as e:
+                print(f"group {g} via {port}: {type(e).__name__} {e}", file=sys.stderr)
+    keep = Path("/tmp/coterie-cluster-logs")
+    keep.mkdir(exist_ok=True)
+    for log in root.glob("node*.log"):
+        (keep / log.name).write_bytes(log.read_bytes())
 
 
 def failover(args: argparse.Namespace) -> int:
@@ -253,7 +300,8 @@ def failover(args: argparse.Namespace) -> int:
         admin.create_topics([NewTopic(topic, TOPIC_PARTITIONS, 1)])[topic].result(30)
         wait(lambda: set(leaders(admin, topic).values()) == {1, 2, 3}, 60, "leaders")
         with Workload(bs, topic, args.groups, args.members) as work:
-            wait(lambda: groups_stable(admin, work.groups, args.members, None), 120,
+            work.ports = [n.port for n in nodes]
+            wait(lambda: groups_stable(work.ports, work.groups, args.members, None), 120,
                  "groups stable at the start")
             for k in range(args.kills):
                 victim = nodes[k % 3]
@@ -269,9 +317,15 @@ def failover(args: argparse.Namespace) -> int:
                         return False
                     if min(work.last_ack_at) <= killed_at:
                         return False
-                    return groups_stable(admin, work.groups, args.members, victim.node_id)
+                    live_ports = [n.port for n in nodes if n is not victim]
+                    return groups_stable(live_ports, work.groups, args.members,
+                                         victim.node_id)
 
-                wait(restored, 120, f"service back after kill {k + 1}")
+                try:
+                    wait(restored, 120, f"service back after kill {k + 1}")
+                except RuntimeError:
+                    explain(admin, topic, work, Path(tmp))
+                    raise
                 took = time.monotonic() - killed_at
                 times.append(took)
                 print(f"kill {k + 1:3}: node {victim.node_id}, service back in {took:6.2f} s "
@@ -279,7 +333,7 @@ def failover(args: argparse.Namespace) -> int:
                 victim.start()
                 wait(lambda: set(leaders(admin, topic).values()) == {1, 2, 3}, 60,
                      "the restarted broker leading its share")
-                wait(lambda: groups_stable(admin, work.groups, args.members, None), 120,
+                wait(lambda: groups_stable(work.ports, work.groups, args.members, None), 120,
                      "groups stable after the restart")
         # What was acknowledged must be there.
         placed: dict[bytes, tuple[int, int]] = {}

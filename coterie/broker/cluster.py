@@ -531,9 +531,9 @@ class ClusterNode:
         fut.add_done_callback(functools.partial(self._written, led, end))
 
     def _written(self, led: _Led, end: int, fut: asyncio.Future) -> None:
-        if self._led.get((led.name, led.index)) is not led:
-            return
         error = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
+        if self._led.get((led.name, led.index)) is not led:
+            return  # dropped meanwhile (its waiting answers were told so then)
         if error is not None:
             self._drop_key((led.name, led.index),
                            f"a write failed ({str(error).strip() or type(error).__name__})",
