@@ -156,16 +156,28 @@ class ClusterNode:
         """Reach the database, bring its schema up to date, learn the cluster id and the
         topics (creating the internal ones the first broker finds missing), and take a first
         block of producer ids. ClusterStartError says why not."""
+        # A broker stopped (SIGSTOP) or cut off inside a write transaction holds its
+        # partitions' and leases' row locks: the server ends such a transaction once it has
+        # been idle a lease time (nothing of it is written), and a round waits for a lock at
+        # most a sixth of a lease time (it tries again at the next round) rather than stall
+        # this broker's own renewals behind another broker's stopped transaction.
+        ttl_ms = max(1, round(self.ttl * 1000))
+        idle = {"idle_in_transaction_session_timeout": f"{ttl_ms}ms"}
+        rounds = {**idle, "lock_timeout": f"{max(50, ttl_ms // 6)}ms"}
         try:
-            self.db = await Database.connect(self.dsn, connect_timeout=5)
-            self.writes = await Database.connect(self.dsn, connect_timeout=5)
-            self.reads = await Database.connect(self.dsn, connect_timeout=5)
+            self.db = await Database.connect(self.dsn, connect_timeout=5, settings=rounds)
+            self.writes = await Database.connect(self.dsn, connect_timeout=5, settings=idle)
+            self.reads = await Database.connect(self.dsn, connect_timeout=5, settings=idle)
         except psycopg.Error as e:
             await self.close()
             raise ClusterStartError(f"cannot reach the database at {redacted(self.dsn)}: "
                                     f"{str(e).strip()}") from e
         try:
+            # Brokers starting together migrate one after the other (an advisory lock):
+            # waiting for that is not a stalled round's wait.
+            await self.db.connection.execute("SET lock_timeout = 0")
             await migrate(self.db.connection)
+            await self.db.connection.execute(f"SET lock_timeout = '{rounds['lock_timeout']}'")
             self.cluster_id = await cluster_id(self.db, proposed_cluster_id)
             for spec in internal:
                 with contextlib.suppress(psycopg.errors.UniqueViolation):

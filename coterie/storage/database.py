@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import psycopg
@@ -28,21 +28,30 @@ class Database:
     """A connection and the lock that gives it to one transaction (or statement) at a time."""
 
     def __init__(self, conn: psycopg.AsyncConnection, dsn: str | None = None,
-                 connect_timeout: float = 10.0) -> None:
+                 connect_timeout: float = 10.0, settings: Mapping[str, str] | None = None,
+                 ) -> None:
         self._conn = conn
         self._lock = asyncio.Lock()
         self._dsn = dsn
         self._connect_timeout = connect_timeout
+        self._settings = dict(settings or {})
 
     @classmethod
-    async def connect(cls, dsn: str, *, connect_timeout: float = 10.0) -> Database:
-        """Open an autocommit connection to `dsn` (a libpq connection string or URI)."""
-        return cls(await cls._open(dsn, connect_timeout), dsn, connect_timeout)
+    async def connect(cls, dsn: str, *, connect_timeout: float = 10.0,
+                      settings: Mapping[str, str] | None = None) -> Database:
+        """Open an autocommit connection to `dsn` (a libpq connection string or URI), with
+        server `settings` for its session (`lock_timeout`, ...; kept on reconnects)."""
+        return cls(await cls._open(dsn, connect_timeout, settings), dsn, connect_timeout,
+                   settings)
 
     @staticmethod
-    async def _open(dsn: str, connect_timeout: float) -> psycopg.AsyncConnection:
+    async def _open(dsn: str, connect_timeout: float,
+                    settings: Mapping[str, str] | None = None) -> psycopg.AsyncConnection:
+        extra = {}
+        if settings:
+            extra["options"] = " ".join(f"-c {k}={v}" for k, v in settings.items())
         return await psycopg.AsyncConnection.connect(
-            dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout)))
+            dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout)), **extra)
 
     @property
     def broken(self) -> bool:
@@ -59,7 +68,7 @@ class Database:
                 return
             with contextlib.suppress(Exception):
                 await self._conn.close()
-            self._conn = await self._open(self._dsn, self._connect_timeout)
+            self._conn = await self._open(self._dsn, self._connect_timeout, self._settings)
 
     @property
     def connection(self) -> psycopg.AsyncConnection:
