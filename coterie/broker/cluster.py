@@ -389,11 +389,18 @@ class ClusterNode:
         except psycopg.Error as e:
             raise LogStorageError(f"cannot create topic '{name}' in the database: "
                                   f"{str(e).strip()}") from e
+        return await self._announce(row.name, range(partitions))
+
+    async def _announce(self, name: str, new: range) -> TopicInfo:
+        """After a topic was created or grown in the database: know it here, tell the other
+        brokers, take this broker's share now, and wait until the `new` partitions have
+        leaders (`_await_leaders`)."""
+        assert self.logs is not None
         await self._sync_topics()
         await self._tell_others()
         self.wake()
-        info = self.logs.topics[row.name]
-        await self._await_leaders(info, range(partitions))
+        info = self.logs.topics[name]
+        await self._await_leaders(info, new)
         return info
 
     async def _await_leaders(self, info: TopicInfo, indexes: range) -> None:
@@ -450,10 +457,7 @@ class ClusterNode:
         except psycopg.Error as e:
             raise LogStorageError(f"cannot add partitions to '{name}' in the database: "
                                   f"{str(e).strip()}") from e
-        await self._sync_topics()
-        await self._tell_others()
-        self.wake()
-        await self._await_leaders(self.logs.topics[name], range(info.partitions, total))
+        await self._announce(name, range(info.partitions, total))
 
     # -- taking and dropping partitions ------------------------------------------------------
     async def _take(self, lease: Lease) -> None:

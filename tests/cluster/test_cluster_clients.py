@@ -436,3 +436,15 @@ def test_kafka_python_and_a_mixed_group_on_the_cluster(coterie_cluster):
         modern.close()
     assert set(seen) == {f"x{i}".encode() for i in range(600)}
     assert max(seen.values()) == 1
+
+
+def test_create_partitions_answers_once_the_new_partitions_have_leaders(coterie_cluster):
+    from confluent_kafka.admin import NewPartitions
+
+    cluster = coterie_cluster
+    create(cluster, "grown", 2)
+    a = admin(cluster)
+    a.create_partitions([NewPartitions("grown", 5)])["grown"].result(30)
+    md = a.list_topics("grown", timeout=10).topics["grown"]
+    assert sorted(md.partitions) == [0, 1, 2, 3, 4]
+    assert all(p.leader in (1, 2, 3) for p in md.partitions.values())
