@@ -54,11 +54,11 @@ from coterie.log.names import is_internal_topic
 from coterie.log.partition import PartitionLog
 from coterie.storage import leases
 from coterie.storage import topics as topic_rows
-from coterie.storage.api import Append, Lease, Resource, TopicIdPartition
+from coterie.storage.api import Append, Lease, Resource, Retention, TopicIdPartition
 from coterie.storage.brokers import BrokerRow
 from coterie.storage.cluster_id import cluster_id
 from coterie.storage.database import Database
-from coterie.storage.errors import NodeIdInUse, SchemaTooNew, StorageError
+from coterie.storage.errors import NodeIdInUse, SchemaTooNew, StorageError, UnknownTopic
 from coterie.storage.group_commit import GroupCommit
 from coterie.storage.membership import Membership
 from coterie.storage.migrations import migrate
@@ -362,9 +362,12 @@ class ClusterNode:
                 logs.create_topic(row.name, row.partition_count, row.configs, now,
                                   topic_id=row.topic_id)
                 changed = True
-            elif info.partitions < row.partition_count:
-                logs.create_partitions(row.name, row.partition_count, now)
-                changed = True
+            else:
+                if info.partitions < row.partition_count:
+                    logs.create_partitions(row.name, row.partition_count, now)
+                    changed = True
+                if info.configs != row.configs:  # AlterConfigs on some broker
+                    logs.alter_topic_configs(row.name, row.configs)
         self._resources = {
             Resource.partition(TopicIdPartition(info.topic_id, p)): (info.name, p)
             for info in logs.topics.values() for p in range(info.partitions)}
@@ -419,6 +422,51 @@ class ClusterNode:
             if ready:
                 return
             await asyncio.sleep(0.02)
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """AlterConfigs of a topic (already validated): the database's row, then here, then
+        the other brokers, so that every broker describes and applies the same configs."""
+        assert self.db is not None and self.logs is not None
+        info = self.logs.topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        try:
+            await topic_rows.alter_topic_configs(self.db, info.topic_id, configs)
+        except UnknownTopic:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+        except psycopg.Error as e:
+            raise LogStorageError(f"cannot change the configs of topic '{name}' in the "
+                                  f"database: {str(e).strip()}") from e
+        await self._sync_topics()
+        await self._tell_others()
+
+    async def enforce_retention(self, now_ms: int) -> int:
+        """Retention of the partitions this broker leads, decided and done in the database
+        (by batch, under the lease: `PostgresLog.enforce_retention`), then the copy's log
+        start moved to the database's. The copies never apply retention on their own: a log
+        start the database does not have would go back at the next failover. Returns how
+        many batches went."""
+        assert self.store is not None
+        dropped = 0
+        for led in list(self._led.values()):
+            config = led.part.config
+            if not config.deletes or (config.retention_ms < 0 and config.retention_bytes < 0):
+                continue
+            try:
+                went = await self.store.enforce_retention(
+                    led.tp, led.lease, Retention(config.retention_ms, config.retention_bytes),
+                    now_ms)
+                if not went:
+                    continue
+                start = await self.store.log_start_offset(led.tp)
+            except (StorageError, psycopg.Error, OSError) as e:
+                log.warning("retention of %s-%d not applied now: %s", led.name, led.index,
+                            str(e).strip() or type(e).__name__)
+                continue
+            dropped += went
+            if self._led.get((led.name, led.index)) is led:
+                led.part.delete_records(min(start, led.part.log_end_offset))
+        return dropped
 
     def create_soon(self, name: str, partitions: int) -> None:
         """Auto-creation (Metadata): create the topic in the background; the client's next

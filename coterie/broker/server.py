@@ -765,10 +765,13 @@ class Broker:
                 self.logs.maybe_flush(now)
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
-                    retired: list[Path] = []
-                    self.logs.enforce_retention(now, retired)
-                    if retired:  # unlinking large files takes milliseconds each
-                        await asyncio.to_thread(unlink_all, retired)
+                    if self.cluster is not None:  # the database's log start leads
+                        await self.cluster.enforce_retention(now)
+                    else:
+                        retired: list[Path] = []
+                        self.logs.enforce_retention(now, retired)
+                        if retired:  # unlinking large files takes milliseconds each
+                            await asyncio.to_thread(unlink_all, retired)
                 if time.monotonic() >= next_txn:
                     next_txn = time.monotonic() + txn_every
                     self.transactions.tick()

@@ -20,8 +20,8 @@ from psycopg.types.json import Jsonb
 from coterie.storage.database import Database
 from coterie.storage.errors import UnknownTopic
 
-__all__ = ["TopicRow", "create_partitions", "create_topic", "delete_topic", "topic_by_name",
-           "topics"]
+__all__ = ["TopicRow", "alter_topic_configs", "create_partitions", "create_topic",
+           "delete_topic", "topic_by_name", "topics"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,17 @@ async def create_partitions(db: Database, topic_id: uuid.UUID, total: int) -> No
         await conn.execute("UPDATE topics SET partition_count = %s WHERE topic_id = %s",
                            (total, topic_id))
         await _insert_partitions(conn, topic_id, current, total)
+
+
+async def alter_topic_configs(db: Database, topic_id: uuid.UUID,
+                              configs: Mapping[str, str]) -> None:
+    """AlterConfigs of a topic: its whole set of overrides replaced. UnknownTopic if the
+    topic is gone."""
+    async with db.transaction() as conn:
+        cur = await conn.execute("UPDATE topics SET configs = %s WHERE topic_id = %s",
+                                 (Jsonb(dict(configs)), topic_id))
+        if cur.rowcount == 0:
+            raise UnknownTopic(f"no topic with id {topic_id}")
 
 
 async def _insert_partitions(conn: psycopg.AsyncConnection, topic_id: uuid.UUID,

@@ -147,6 +147,7 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
         key = (r.resource_type, r.resource_name)
         seen[key] = seen.get(key, 0) + 1
     answers = []
+    shared: list[tuple[dict[str, Any], str, dict[str, str]]] = []  # a cluster's topics
     for r in request.resources:
         answer = {"resource_type": r.resource_type, "resource_name": r.resource_name,
                   "error_code": ErrorCode.none, "error_message": None}
@@ -154,25 +155,47 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
             if seen[(r.resource_type, r.resource_name)] > 1:
                 raise _Refused(ErrorCode.invalid_request,
                                f"Duplicate resource {r.resource_name!r} in the request")
-            _alter_one(ctx, r, incremental, bool(request.validate_only))
+            configs = _alter_one(ctx, r, incremental, bool(request.validate_only))
+            if configs is not None:
+                shared.append((answer, r.resource_name, configs))
         except _Refused as refused:
             answer.update(error_code=refused.code, error_message=refused.message)
         answers.append(answer)
+    if shared:
+        return _alter_in_cluster(ctx, answers, shared)
+    return ctx.respond({"responses": answers})
+
+
+async def _alter_in_cluster(ctx: RequestContext, answers: list[dict[str, Any]],
+                            shared: list[tuple[dict[str, Any], str, dict[str, str]]]) -> Any:
+    """A cluster broker's topic configs go to the database first, so that every broker
+    describes and applies them (coterie.broker.cluster `alter_topic_configs`)."""
+    for answer, name, configs in shared:
+        try:
+            await ctx.services.cluster.alter_topic_configs(name, configs)
+        except UnknownTopicError as e:
+            answer.update(error_code=ErrorCode.unknown_topic_or_partition, error_message=str(e))
+        except (StorageError, OSError) as e:
+            answer.update(error_code=ErrorCode.kafka_storage_error,
+                          error_message=f"cannot write the configs of topic "
+                                        f"'{shown(name)}': {e}")
     return ctx.respond({"responses": answers})
 
 
 def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
-               validate_only: bool) -> None:
+               validate_only: bool) -> dict[str, str] | None:
+    """Change one resource's configs; for a topic of a cluster broker, only check them and
+    return the new set, for the database (`_alter_in_cluster`)."""
     kind, name = resource.resource_type, resource.resource_name
     if kind == BROKER:
         _alter_broker(ctx, resource, incremental, validate_only)
-        return
+        return None
     if kind == GROUP and ctx.services.group_configs is not None:
         _alter_group(ctx, resource, incremental, validate_only)
-        return
+        return None
     if kind == BROKER_LOGGER:
         _alter_loggers(ctx, resource, incremental, validate_only)
-        return
+        return None
     if kind != TOPIC:
         raise _Refused(ErrorCode.invalid_request,
                        f"coterie does not change resource type {kind}")
@@ -189,10 +212,11 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
         raise _Refused(ErrorCode.invalid_request, "Error due to duplicate config keys")
     configs = _new_set(dict(info.configs), resource.configs, incremental, "topic")
     try:
-        if validate_only:
+        if validate_only or ctx.services.cluster is not None:
             logs.check_topic_configs(name, configs)
-        else:
-            logs.alter_topic_configs(name, configs)
+            return None if validate_only else configs
+        logs.alter_topic_configs(name, configs)
+        return None
     except UnknownTopicError as e:
         raise _Refused(ErrorCode.unknown_topic_or_partition, str(e)) from e
     except InvalidConfigError as e:
