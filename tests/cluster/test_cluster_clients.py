@@ -63,11 +63,12 @@ class Produced:
     """An idempotent acks=all producer running in a thread: distinct values, each
     acknowledged one kept with its partition and offset."""
 
-    def __init__(self, cluster: CoterieCluster, topic: str) -> None:
+    def __init__(self, cluster: CoterieCluster, topic: str, pause: float = 0.005) -> None:
         self.producer = Producer({"bootstrap.servers": cluster.bootstrap,
                                   "enable.idempotence": True, "acks": "all",
                                   "linger.ms": 5, "message.timeout.ms": 120_000})
         self.topic = topic
+        self.pause = pause  # after every 50 records
         self.acked: dict[bytes, tuple[int, int]] = {}
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -87,7 +88,7 @@ class Produced:
                                       on_delivery=self._done)
                 i += 1
                 if i % 50 == 0:
-                    time.sleep(0.005)  # a steady stream, not a flood
+                    time.sleep(self.pause)  # a steady stream, not a flood
             except BufferError:
                 pass
             self.producer.poll(0)
