@@ -51,6 +51,13 @@ gives its median over the levels of 8 and more and the ratio of those medians.
     .venv/bin/python benchmarks/heartbeats.py --members 50 --levels 1,8,32 --reps 1  # smoke
     .venv/bin/python benchmarks/heartbeats.py --profile /tmp/coterie.prof   # cProfile broker
     .venv/bin/python benchmarks/heartbeats.py --kafka     # and the reference broker
+    .venv/bin/python benchmarks/heartbeats.py --postgresql  # and a broker on PostgreSQL
+
+With `--postgresql`, coterie also runs as one broker of a cluster on PostgreSQL (issue 24; a
+server of the script's own, `synchronous_commit=on`), pinned to the same server core, with
+its own members, measured the same way in the same run. In a cluster a group's heartbeats go
+to the one broker coordinating it, so a cluster's heartbeats/s are this figure times its
+brokers, as long as the groups are spread over them.
 """
 
 from __future__ import annotations
@@ -101,6 +108,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest  # noq
 from kio.serial import entity_reader  # noqa: E402
 
 from coterie.wire.codec import encode_request  # noqa: E402
+from tests.fixtures import postgres  # noqa: E402
 from tests.kafka_raw import RawConnection  # noqa: E402
 
 TOPIC = "heartbeat-bench"
@@ -434,7 +442,7 @@ def table(samples: list[Sample]) -> str:
         if "coterie" in pair and "bare loop" in pair:
             c, b = pair["coterie"], pair["bare loop"]
             ratio = f"{c.throughput / b.throughput:.2f}, {c.per_cpu / b.per_cpu:.2f}"
-        for name in ("coterie", "bare loop", "kafka"):
+        for name in ("coterie", "coterie-pg", "bare loop", "kafka"):
             s = pair.get(name)
             if s is None:
                 continue
@@ -451,8 +459,8 @@ def summary(samples: list[Sample], p99_ms: float) -> tuple[str, float | None]:
         if s.p99_ms < p99_ms and (s.server not in best or s.throughput > best[s.server].throughput):
             best[s.server] = s
     lines = []
-    for name in ("coterie", "bare loop", "kafka"):
-        if name == "kafka" and not any(s.server == name for s in samples):
+    for name in ("coterie", "coterie-pg", "bare loop", "kafka"):
+        if name in ("kafka", "coterie-pg") and not any(s.server == name for s in samples):
             continue
         s = best.get(name)
         lines.append(f"{name}: " + (f"no level with p99 < {p99_ms:g} ms" if s is None else
@@ -463,6 +471,10 @@ def summary(samples: list[Sample], p99_ms: float) -> tuple[str, float | None]:
         ratio = best["coterie"].throughput / best["bare loop"].throughput
         lines.append(f"ratio coterie / bare loop at p99 < {p99_ms:g} ms: {ratio:.2f} "
                      f"(target >= 0.60: {'met' if ratio >= 0.6 else 'not met'})")
+    if "coterie" in best and "coterie-pg" in best:
+        vs = best["coterie-pg"].throughput / best["coterie"].throughput
+        lines.append(f"ratio coterie on PostgreSQL / coterie on files at p99 < {p99_ms:g} ms: "
+                     f"{vs:.2f}")
     if "coterie" in best and "kafka" in best:
         vs = best["coterie"].throughput / best["kafka"].throughput
         lines.append(f"ratio coterie / kafka at p99 < {p99_ms:g} ms: {vs:.2f} "
@@ -475,6 +487,11 @@ def summary(samples: list[Sample], p99_ms: float) -> tuple[str, float | None]:
         lines.append(f"heartbeats per server CPU-second, median over the levels >= 8: "
                      f"coterie {c:,.0f} ({1e6 / c:.0f} us each), bare loop {b:,.0f} "
                      f"({1e6 / b:.0f} us each), ratio {c / b:.2f}")
+        on_pg = [s.per_cpu for s in samples if s.server == "coterie-pg" and s.concurrency >= 8]
+        if on_pg:
+            g = statistics.median(on_pg)
+            lines.append(f"coterie on PostgreSQL {g:,.0f} heartbeats per CPU-second "
+                         f"({1e6 / g:.0f} us each); on PostgreSQL / on files {g / c:.2f}")
         kafka = [s.per_cpu for s in samples if s.server == "kafka" and s.concurrency >= 8]
         if kafka:
             k = statistics.median(kafka)
@@ -517,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka", action="store_true",
                         help="also measure the reference Apache Kafka broker (needs java; "
                              "pinned to the same core, same load generator, same run)")
+    parser.add_argument("--postgresql", action="store_true",
+                        help="also measure coterie as one broker of a cluster on PostgreSQL "
+                             "(a server of its own, started by this script)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="another broker property for coterie (repeatable)")
     parser.add_argument("--profile", type=Path, default=None,
@@ -547,6 +567,22 @@ def main(argv: list[str] | None = None) -> int:
             args.server_core, work / "coterie.log", port))
         members, response = _settle(coterie, args, log)
         targets.append((coterie, members, [m.conn.sock for m in members], len(response)))
+        if args.postgresql:
+            # One broker of a cluster on PostgreSQL (issue 24): a steady heartbeat writes
+            # nothing, but the broker renews its leases and checks that its coordinators'
+            # records reached the database before each answer (server `_after`).
+            pg = postgres.start_server({"synchronous_commit": "on"})
+            stack.callback(pg.stop)
+            name = pg.create_database().rsplit("dbname=", 1)[1]
+            pg_port = free_port()
+            pg_cmd = [*coterie_cmd(pg_port, work / "data-pg", None, overrides),
+                      "--storage", f"postgresql://coterie@127.0.0.1:{pg.port}/{name}",
+                      "--node-id", "1"]
+            on_pg = stack.enter_context(running("coterie-pg", pg_cmd, args.server_core,
+                                                work / "coterie-pg.log", pg_port))
+            pg_members, pg_response = _settle(on_pg, args, log)
+            targets.append((on_pg, pg_members, [m.conn.sock for m in pg_members],
+                            len(pg_response)))
         bare_port = free_port()
         bare_cmd = [sys.executable, str(Path(__file__).resolve()), "--serve-bare",
                     str(bare_port), "--response", response.hex()]
