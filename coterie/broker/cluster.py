@@ -41,6 +41,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 
@@ -52,7 +53,7 @@ from coterie.log.errors import TopicExistsError, UnknownTopicError
 from coterie.log.manager import LogManager, TopicInfo
 from coterie.log.names import is_internal_topic
 from coterie.log.partition import PartitionLog
-from coterie.storage import leases
+from coterie.storage import group_config_rows, leases
 from coterie.storage import topics as topic_rows
 from coterie.storage.api import Append, Lease, Resource, Retention, TopicIdPartition
 from coterie.storage.brokers import BrokerRow
@@ -136,6 +137,9 @@ class ClusterNode:
         self.on_gained: Callable[[str, int], Awaitable[None] | None] = lambda n, i: None
         self.on_lost: Callable[[str, int], None] = lambda n, i: None
         self.on_topics_changed: Callable[[], None] = lambda: None
+        # The broker's GroupConfigs (coterie.broker.group_configs): given the database's
+        # group configs at every round.
+        self.group_configs: Any = None
         self.picture: dict[Resource, Lease] = {}  # every live lease, as of the last round
         self.version = 0  # grows whenever who leads what, or who is live, may have changed
         self._live_ids: frozenset[int] = frozenset()
@@ -300,6 +304,7 @@ class ClusterNode:
                 if db is not None and db.broken:
                     await db.reconnect()
             await self._sync_topics()
+            await self._sync_group_configs()
             changes = await self.membership.round()
             news = bool(changes.gained or changes.lost)
             for resource in changes.lost:
@@ -422,6 +427,22 @@ class ClusterNode:
             if ready:
                 return
             await asyncio.sleep(0.02)
+
+    async def _sync_group_configs(self) -> None:
+        if self.group_configs is not None and self.db is not None:
+            self.group_configs.adopt(await group_config_rows.group_configs(self.db))
+
+    async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """AlterConfigs of a group (already checked): the database's row, then here, then
+        the other brokers, so that whichever broker coordinates the group applies them."""
+        assert self.db is not None
+        try:
+            await group_config_rows.replace_group_configs(self.db, group_id, configs)
+        except psycopg.Error as e:
+            raise LogStorageError(f"cannot change the configs of group '{group_id}' in the "
+                                  f"database: {str(e).strip()}") from e
+        await self._sync_group_configs()
+        await self._tell_others()
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """AlterConfigs of a topic (already validated): the database's row, then here, then

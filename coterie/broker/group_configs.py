@@ -7,7 +7,9 @@ settings. Their defaults are the broker's `group.consumer.*`, `group.share.*` an
 messages (`consumer.session.timeout.ms must be greater than or equal to
 group.consumer.min.session.timeout.ms`), written durably (`group-configs.json` in the data
 directory, replaced atomically) and then handed to the group coordinator, which applies the
-consumer keys from each member's next heartbeat. coterie has no share or streams groups yet:
+consumer keys from each member's next heartbeat. A broker of a cluster keeps them in the
+database instead (coterie.storage.group_config_rows), and every broker `adopt`s the
+database's set at each of its rounds. coterie has no share or streams groups yet:
 their keys are checked and kept, and take effect when those groups arrive.
 """
 
@@ -89,13 +91,14 @@ class GroupConfigs:
 
     def __init__(self, data_dir: Path, props: Mapping[str, str],
                  consumer: ConsumerGroupConfig,
-                 apply: Callable[[str, Mapping[str, int | str]], None]) -> None:
+                 apply: Callable[[str, Mapping[str, int | str]], None],
+                 in_data_dir: bool = True) -> None:
         self._path = data_dir / GROUP_CONFIG_FILE
         self._props = props
         self._consumer = consumer
         self._apply = apply
         self._configs: dict[str, dict[str, str]] = {}
-        if self._path.exists():
+        if in_data_dir and self._path.exists():  # else: a cluster's, from its database
             loaded = json.loads(self._path.read_text())
             self._configs = {g: dict(c) for g, c in loaded.items()}
 
@@ -166,6 +169,16 @@ class GroupConfigs:
         atomic_write(self._path, json.dumps(updated, sort_keys=True).encode())
         self._configs = updated
         self._hand_over(group_id)
+
+    def adopt(self, stored: Mapping[str, Mapping[str, str]]) -> None:
+        """A cluster broker: make the database's group configs (`stored`, every group's)
+        this broker's, handing the groups whose settings changed to the coordinator. Kept in
+        memory only: the database is where they last."""
+        before = self._configs
+        self._configs = {g: dict(c) for g, c in stored.items() if c}
+        for group_id in set(before) | set(self._configs):
+            if before.get(group_id) != self._configs.get(group_id):
+                self._hand_over(group_id)
 
     def _hand_over(self, group_id: str) -> None:
         own = self._configs.get(group_id, {})

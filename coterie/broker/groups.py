@@ -137,6 +137,9 @@ class GroupRuntime:
         self.verify_transaction: Callable[[VerifyTransaction], ErrorCode | None] | None = None
         self._topics: dict[str, Any] | None = None  # the last topics handed over
         self._loading_shards: set[int] = set()  # a cluster's shards being loaded
+        # Called when a cluster broker makes a shard anew (`load_shard`): the broker hands
+        # the groups' own configs over again (GroupConfigs.apply_all).
+        self.on_new_shard: Callable[[], None] = lambda: None
 
     # -- the parts ---------------------------------------------------------------------------
     @property
@@ -287,6 +290,7 @@ class GroupRuntime:
             self.unload_shard(partition)
         self._loading_shards.add(partition)
         shard = self.router.replace(partition)
+        self.on_new_shard()  # the groups' own configs, handed to the new shard too
         started = self.now_ms()
         try:
             count, _ = await load_shards(self.router, self.writer.log, [shard])

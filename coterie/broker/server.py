@@ -568,7 +568,10 @@ class Broker:
             v.transactional_id, v.producer_id, v.producer_epoch, v.partition, v.version)
         self.group_configs = GroupConfigs(
             config.data_dir, config.props, config.consumer_group_config(),
-            self.groups.set_group_config)
+            self.groups.set_group_config, in_data_dir=self.cluster is None)
+        if self.cluster is not None:
+            self.cluster.group_configs = self.group_configs
+            self.groups.on_new_shard = self.group_configs.apply_all
         self.services = Services(
             config=config, cluster_id=self.cluster_id, logs=self.logs, topics=self.topics,
             groups=self.groups, waiters=self.waiters, producer_ids=self.producer_ids,

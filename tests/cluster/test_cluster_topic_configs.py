@@ -1,21 +1,35 @@
-"""Topic configs and retention on a three-broker cluster (issue 24, point 1).
+"""Topic and group configs, and retention, on a three-broker cluster (issue 24, point 1).
 
-A topic's configs live in the database: AlterConfigs through one broker is what every
-broker describes and applies. Retention is decided and done in the database by the
+A topic's configs, and a group's, live in the database: AlterConfigs through one broker is
+what every broker describes and applies. Retention is decided and done in the database by the
 partition's leader, so what it deleted stays deleted when the leader dies and another
 broker copies the partition from the database.
 """
 
 from __future__ import annotations
 
+import datetime
 import time
+import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from kio.schema.errors import ErrorCode
 
-from tests.cluster.test_cluster_clients import create, leaders
+from tests.cluster.test_cluster_clients import coordinator_of, create, leaders
 from tests.fixtures.coterie_cluster import LEASE_MS, CoterieCluster, wait_until
+from tests.integration.test_describe_configs import (
+    GROUP,
+    GROUP_SOURCE,
+    _by_name,
+    _describe,
+    _eventually,
+    _heartbeat_interval,
+    _raw_alter,
+    _retried_heartbeat,
+)
+from tests.kafka_raw import RawConnection
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -111,3 +125,46 @@ def test_retention_deletes_in_the_database_and_stays_deleted_after_a_failover(
     c.close()
     assert got == [f"new{i}".encode() for i in range(10)]
     cluster.broker(leader).start(timeout=60)
+
+
+def test_a_groups_configs_altered_anywhere_apply_on_its_coordinator_and_the_next(
+        coterie_cluster):
+    """KIP-848's GROUP configs live in the database: altered through a broker that does
+    not coordinate the group, they are what its coordinator describes and puts in a
+    member's heartbeat answer, and what the next coordinator applies after a kill -9."""
+    cluster = coterie_cluster
+    create(cluster, "grouped", 1)
+    group = "tuned-on-a-cluster"
+    coordinator = coordinator_of(cluster, group, 0)
+    other = next(n for n in (1, 2, 3) if n != coordinator)
+    b, o = cluster.broker(coordinator), cluster.broker(other)
+    with RawConnection(b.host, b.port) as conn, RawConnection(o.host, o.port) as elsewhere:
+        member = str(uuid.uuid4())
+        joined = _retried_heartbeat(conn, group, member, 0)
+        assert joined.heartbeat_interval == datetime.timedelta(seconds=5)
+        assert _raw_alter(elsewhere, GROUP, group,
+                          ("consumer.heartbeat.interval.ms", "6000", 0)).error_code == (
+            ErrorCode.none)
+        described = _eventually(lambda: _by_name(_describe(conn, GROUP, group)),
+                                lambda d: d["consumer.heartbeat.interval.ms"][0] == "6000")
+        assert described["consumer.heartbeat.interval.ms"][:2] == ("6000", GROUP_SOURCE)
+        again = _eventually(
+            lambda: _heartbeat_interval(conn, group, member, joined.member_epoch),
+            lambda a: a.heartbeat_interval == datetime.timedelta(seconds=6))
+        assert again.error_code == ErrorCode.none
+    cluster.broker(coordinator).kill9()
+    wait_until(lambda: _coordinator_or_none(cluster, group) not in (None, coordinator),
+               LEASE_MS / 1000 * 10, "a new coordinator")
+    successor = cluster.broker(_coordinator_or_none(cluster, group))
+    with RawConnection(successor.host, successor.port) as conn:
+        rejoined = _retried_heartbeat(conn, group, str(uuid.uuid4()), 0)
+        assert rejoined.heartbeat_interval == datetime.timedelta(seconds=6)
+        assert _by_name(_describe(conn, GROUP, group))["consumer.heartbeat.interval.ms"][
+            :2] == ("6000", GROUP_SOURCE)
+
+
+def _coordinator_or_none(cluster: CoterieCluster, group: str) -> int | None:
+    try:
+        return coordinator_of(cluster, group, 0)
+    except AssertionError:
+        return None

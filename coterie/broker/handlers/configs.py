@@ -147,7 +147,7 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
         key = (r.resource_type, r.resource_name)
         seen[key] = seen.get(key, 0) + 1
     answers = []
-    shared: list[tuple[dict[str, Any], str, dict[str, str]]] = []  # a cluster's topics
+    shared: list[tuple[dict[str, Any], int, str, dict[str, str]]] = []  # for a cluster's db
     for r in request.resources:
         answer = {"resource_type": r.resource_type, "resource_name": r.resource_name,
                   "error_code": ErrorCode.none, "error_message": None}
@@ -157,7 +157,7 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
                                f"Duplicate resource {r.resource_name!r} in the request")
             configs = _alter_one(ctx, r, incremental, bool(request.validate_only))
             if configs is not None:
-                shared.append((answer, r.resource_name, configs))
+                shared.append((answer, r.resource_type, r.resource_name, configs))
         except _Refused as refused:
             answer.update(error_code=refused.code, error_message=refused.message)
         answers.append(answer)
@@ -167,17 +167,24 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
 
 
 async def _alter_in_cluster(ctx: RequestContext, answers: list[dict[str, Any]],
-                            shared: list[tuple[dict[str, Any], str, dict[str, str]]]) -> Any:
-    """A cluster broker's topic configs go to the database first, so that every broker
-    describes and applies them (coterie.broker.cluster `alter_topic_configs`)."""
-    for answer, name, configs in shared:
+                            shared: list[tuple[dict[str, Any], int, str, dict[str, str]]]
+                            ) -> Any:
+    """A cluster broker's topic and group configs go to the database first, so that every
+    broker describes and applies them (coterie.broker.cluster `alter_topic_configs`,
+    `alter_group_configs`)."""
+    cluster = ctx.services.cluster
+    for answer, kind, name, configs in shared:
+        what = "topic" if kind == TOPIC else "group"
         try:
-            await ctx.services.cluster.alter_topic_configs(name, configs)
+            if kind == TOPIC:
+                await cluster.alter_topic_configs(name, configs)
+            else:
+                await cluster.alter_group_configs(name, configs)
         except UnknownTopicError as e:
             answer.update(error_code=ErrorCode.unknown_topic_or_partition, error_message=str(e))
         except (StorageError, OSError) as e:
             answer.update(error_code=ErrorCode.kafka_storage_error,
-                          error_message=f"cannot write the configs of topic "
+                          error_message=f"cannot write the configs of {what} "
                                         f"'{shown(name)}': {e}")
     return ctx.respond({"responses": answers})
 
@@ -191,8 +198,7 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
         _alter_broker(ctx, resource, incremental, validate_only)
         return None
     if kind == GROUP and ctx.services.group_configs is not None:
-        _alter_group(ctx, resource, incremental, validate_only)
-        return None
+        return _alter_group(ctx, resource, incremental, validate_only)
     if kind == BROKER_LOGGER:
         _alter_loggers(ctx, resource, incremental, validate_only)
         return None
@@ -227,9 +233,10 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
 
 
 def _alter_group(ctx: RequestContext, resource: Any, incremental: bool,
-                 validate_only: bool) -> None:
+                 validate_only: bool) -> dict[str, str] | None:
     """A group's own settings (coterie.broker.group_configs): any group id, existing or
-    not, as in Kafka."""
+    not, as in Kafka. A cluster broker only checks them here and returns the new set, for
+    the database."""
     store = ctx.services.group_configs
     names = [c.name for c in resource.configs]
     if len(set(names)) != len(names):
@@ -237,10 +244,11 @@ def _alter_group(ctx: RequestContext, resource: Any, incremental: bool,
     configs = _new_set(store.current(resource.resource_name), resource.configs, incremental,
                        "group")
     try:
-        if validate_only:
+        if validate_only or ctx.services.cluster is not None:
             store.check(configs)
-        else:
-            store.replace(resource.resource_name, configs)
+            return None if validate_only else configs
+        store.replace(resource.resource_name, configs)
+        return None
     except InvalidConfigError as e:
         raise _Refused(ErrorCode.invalid_config, str(e)) from e
     except OSError as e:
