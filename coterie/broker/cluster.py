@@ -140,6 +140,8 @@ class ClusterNode:
         # The broker's GroupConfigs (coterie.broker.group_configs): given the database's
         # group configs at every round.
         self.group_configs: Any = None
+        # The broker's DynamicBrokerConfigs: given the cluster-wide layer at every round.
+        self.broker_configs: Any = None
         self.picture: dict[Resource, Lease] = {}  # every live lease, as of the last round
         self.version = 0  # grows whenever who leads what, or who is live, may have changed
         self._live_ids: frozenset[int] = frozenset()
@@ -429,8 +431,31 @@ class ClusterNode:
             await asyncio.sleep(0.02)
 
     async def _sync_group_configs(self) -> None:
-        if self.group_configs is not None and self.db is not None:
+        """The groups' own configs and the cluster-wide broker configs, as the database has
+        them, made this broker's."""
+        if self.db is None:
+            return
+        if self.group_configs is not None:
             self.group_configs.adopt(await group_config_rows.group_configs(self.db))
+        if self.broker_configs is not None:
+            stored = await group_config_rows.cluster_broker_configs(self.db)
+            try:
+                self.broker_configs.adopt_cluster(stored)
+            except Exception as e:
+                log.warning("node %d: cannot apply the cluster-wide broker configs %s: %s",
+                            self.node_id, stored, e)
+
+    async def alter_cluster_broker_configs(self, configs: dict[str, str]) -> None:
+        """AlterConfigs of the cluster-wide broker configs (already checked): the database,
+        then here, then the other brokers."""
+        assert self.db is not None
+        try:
+            await group_config_rows.replace_cluster_broker_configs(self.db, configs)
+        except psycopg.Error as e:
+            raise LogStorageError("cannot change the cluster-wide broker configs in the "
+                                  f"database: {str(e).strip()}") from e
+        await self._sync_group_configs()
+        await self._tell_others()
 
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """AlterConfigs of a group (already checked): the database's row, then here, then

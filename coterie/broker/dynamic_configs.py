@@ -11,7 +11,9 @@ or out of range, a per-broker config given as the cluster default. Both layers a
 durably (`broker-configs.json` in the data directory, replaced atomically), and the properties
 then in effect go to every watcher (`watch`): the log manager (the log defaults), the
 connection table, the log cleaner and housekeeping (coterie.broker.server). Whatever no watcher
-reads is kept and described only (docs/decisions.md lists which). Precedence, as in Kafka:
+reads is kept and described only (docs/decisions.md lists which). A broker of a cluster keeps the
+cluster-wide layer in the database (coterie.storage.group_config_rows) and `adopt_cluster`s
+it at each of its rounds. Precedence, as in Kafka:
 this broker's dynamic value, then the cluster-wide one, then the properties file or command
 line, then the default.
 
@@ -137,6 +139,19 @@ class DynamicBrokerConfigs:
             return
         atomic_write(self._path, json.dumps(layers, sort_keys=True).encode())
         self.layers = layers
+        for apply, _ in self._watchers:
+            apply(effective)
+
+    def adopt_cluster(self, configs: Mapping[str, str]) -> None:
+        """A cluster broker: the database's cluster-wide set (checked by the broker that
+        altered it) becomes this broker's cluster layer, kept in the data directory too, and
+        goes to the watchers if it changed."""
+        if dict(configs) == self.layers[CLUSTER]:
+            return
+        layers = {**self.layers, CLUSTER: dict(configs)}
+        atomic_write(self._path, json.dumps(layers, sort_keys=True).encode())
+        self.layers = layers
+        effective = self.effective()
         for apply, _ in self._watchers:
             apply(effective)
 

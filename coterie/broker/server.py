@@ -571,6 +571,7 @@ class Broker:
             self.groups.set_group_config, in_data_dir=self.cluster is None)
         if self.cluster is not None:
             self.cluster.group_configs = self.group_configs
+            self.cluster.broker_configs = self.dynamic_configs
             self.groups.on_new_shard = self.group_configs.apply_all
         self.services = Services(
             config=config, cluster_id=self.cluster_id, logs=self.logs, topics=self.topics,

@@ -1,6 +1,8 @@
-"""Groups' own configs as stored for a cluster (schema version 3): one row per group with
-any, its whole set as a JSON object. Small and read whole: every broker holds all of them
-(coterie.broker.group_configs), as Kafka's brokers all hold the cluster's config records."""
+"""Groups' own configs and the cluster-wide dynamic broker configs as stored for a cluster
+(schema version 3): one row per group with any, its whole set as a JSON object; one row for
+the cluster's broker configs. Small and read whole: every broker holds all of them
+(coterie.broker.group_configs, coterie.broker.dynamic_configs), as Kafka's brokers all hold
+the cluster's config records."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from psycopg.types.json import Jsonb
 
 from coterie.storage.database import Database
 
-__all__ = ["group_configs", "replace_group_configs"]
+__all__ = ["cluster_broker_configs", "group_configs", "replace_cluster_broker_configs",
+           "replace_group_configs"]
 
 
 async def group_configs(db: Database) -> dict[str, dict[str, str]]:
@@ -32,3 +35,20 @@ async def replace_group_configs(db: Database, group_id: str,
             "INSERT INTO group_configs (group_id, configs) VALUES (%s, %s) "
             "ON CONFLICT (group_id) DO UPDATE SET configs = EXCLUDED.configs",
             (group_id, Jsonb(dict(configs))))
+
+
+async def cluster_broker_configs(db: Database) -> dict[str, str]:
+    """The cluster-wide dynamic broker configs (none set: empty)."""
+    async with db.session() as conn:
+        cur = await conn.execute("SELECT configs FROM cluster_broker_configs")
+        row = await cur.fetchone()
+    return dict(row[0]) if row else {}
+
+
+async def replace_cluster_broker_configs(db: Database, configs: Mapping[str, str]) -> None:
+    """Make `configs` the whole cluster-wide set."""
+    async with db.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO cluster_broker_configs (singleton, configs) VALUES (true, %s) "
+            "ON CONFLICT (singleton) DO UPDATE SET configs = EXCLUDED.configs",
+            (Jsonb(dict(configs)),))

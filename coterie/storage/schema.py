@@ -130,18 +130,24 @@ CREATE TABLE cluster (
 
 # Groups' own configs (the GROUP config resource): one row per group that has any, the whole
 # set as a JSON object as for topics. Every broker adopts them, whichever coordinates the
-# group and whichever an operator altered them through.
+# group and whichever an operator altered them through. And the cluster-wide dynamic broker
+# configs (the BROKER resource named ""): one row, adopted by every broker the same way.
 _V3 = """
 CREATE TABLE group_configs (
     group_id text PRIMARY KEY,
     configs  jsonb NOT NULL
+);
+
+CREATE TABLE cluster_broker_configs (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    configs   jsonb NOT NULL
 );
 """
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "topics, partitions, batches, brokers, leases, producer-id blocks", _V1),
     Migration(2, "the cluster's id", _V2),
-    Migration(3, "groups' own configs", _V3),
+    Migration(3, "groups' own configs and the cluster-wide broker configs", _V3),
 )
 
 

@@ -361,6 +361,9 @@ def test_a_transactional_copy_loop_across_brokers_is_exact(coterie_cluster, kill
     create(cluster, "txn-sink")
     wait_for_leaders(cluster, "txn-source", {1, 2, 3})
     wait_for_leaders(cluster, "txn-sink", {1, 2, 3})
+    # The coordinators stay where they are until the kill (copy_exactly's choice of group).
+    wait_for_leaders(cluster, "__consumer_offsets", {1, 2, 3})
+    wait_for_leaders(cluster, "__transaction_state", {1, 2, 3})
     p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     total = 3000
     for i in range(total):

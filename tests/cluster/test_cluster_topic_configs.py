@@ -1,9 +1,10 @@
-"""Topic and group configs, and retention, on a three-broker cluster (issue 24, point 1).
+"""Topic, group and cluster-wide broker configs, and retention, on a three-broker cluster
+(issue 24, point 1).
 
-A topic's configs, and a group's, live in the database: AlterConfigs through one broker is
-what every broker describes and applies. Retention is decided and done in the database by the
-partition's leader, so what it deleted stays deleted when the leader dies and another
-broker copies the partition from the database.
+A topic's configs, a group's, and the cluster-wide broker configs live in the database:
+AlterConfigs through one broker is what every broker describes and applies. Retention is
+decided and done in the database by the partition's leader, so what it deleted stays
+deleted when the leader dies and another broker copies the partition from the database.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kio.schema.errors import ErrorCode
 
-from tests.cluster.test_cluster_clients import coordinator_of, create, leaders
+from tests.cluster.test_cluster_clients import coordinator_of, create, leaders, wait_for_leaders
 from tests.fixtures.coterie_cluster import LEASE_MS, CoterieCluster, wait_until
 from tests.integration.test_describe_configs import (
     GROUP,
@@ -34,6 +35,8 @@ from tests.kafka_raw import RawConnection
 pytestmark = pytest.mark.timeout(240)
 
 HOUR_MS = 3_600_000
+BROKER = 4  # ConfigResource type
+DYNAMIC_DEFAULT = 4  # ConfigSource DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
 def admin_of(cluster: CoterieCluster, node_id: int) -> AdminClient:
@@ -134,6 +137,9 @@ def test_a_groups_configs_altered_anywhere_apply_on_its_coordinator_and_the_next
     member's heartbeat answer, and what the next coordinator applies after a kill -9."""
     cluster = coterie_cluster
     create(cluster, "grouped", 1)
+    # Every broker has its share of the coordinators (the last one started may still be
+    # taking it), so that the group's coordinator stays where it is until the kill.
+    wait_for_leaders(cluster, "__consumer_offsets", {1, 2, 3})
     group = "tuned-on-a-cluster"
     coordinator = coordinator_of(cluster, group, 0)
     other = next(n for n in (1, 2, 3) if n != coordinator)
@@ -153,8 +159,8 @@ def test_a_groups_configs_altered_anywhere_apply_on_its_coordinator_and_the_next
             lambda a: a.heartbeat_interval == datetime.timedelta(seconds=6))
         assert again.error_code == ErrorCode.none
     cluster.broker(coordinator).kill9()
-    wait_until(lambda: _coordinator_or_none(cluster, group) not in (None, coordinator),
-               LEASE_MS / 1000 * 10, "a new coordinator")
+    survivors = {1, 2, 3} - {coordinator}
+    wait_for_leaders(cluster, "__consumer_offsets", survivors, timeout=LEASE_MS / 1000 * 10)
     successor = cluster.broker(_coordinator_or_none(cluster, group))
     with RawConnection(successor.host, successor.port) as conn:
         rejoined = _retried_heartbeat(conn, group, str(uuid.uuid4()), 0)
@@ -168,3 +174,22 @@ def _coordinator_or_none(cluster: CoterieCluster, group: str) -> int | None:
         return coordinator_of(cluster, group, 0)
     except AssertionError:
         return None
+
+
+def test_cluster_wide_broker_configs_altered_on_one_broker_are_every_brokers(coterie_cluster):
+    """The BROKER resource named "" (Kafka's cluster-wide dynamic default) lives in the
+    database: altered through one broker, every broker describes it and has it in effect
+    (its own resource shows the value from DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+    cluster = coterie_cluster
+    one = cluster.broker(1)
+    with RawConnection(one.host, one.port) as conn:
+        answer = _raw_alter(conn, BROKER, "", ("log.retention.ms", "7200000", 0))
+        assert answer.error_code == ErrorCode.none, answer
+    for node in (1, 2, 3):
+        b = cluster.broker(node)
+        with RawConnection(b.host, b.port) as conn:
+            shared = _eventually(lambda c=conn: _by_name(_describe(c, BROKER, "")),
+                                 lambda d: "log.retention.ms" in d)
+            assert shared["log.retention.ms"][:2] == ("7200000", DYNAMIC_DEFAULT)
+            own = _by_name(_describe(conn, BROKER, str(node)))
+            assert own["log.retention.ms"][:2] == ("7200000", DYNAMIC_DEFAULT)

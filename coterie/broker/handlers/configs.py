@@ -169,17 +169,20 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
 async def _alter_in_cluster(ctx: RequestContext, answers: list[dict[str, Any]],
                             shared: list[tuple[dict[str, Any], int, str, dict[str, str]]]
                             ) -> Any:
-    """A cluster broker's topic and group configs go to the database first, so that every
-    broker describes and applies them (coterie.broker.cluster `alter_topic_configs`,
-    `alter_group_configs`)."""
+    """A cluster broker's topic and group configs and the cluster-wide broker configs go to
+    the database first, so that every broker describes and applies them
+    (coterie.broker.cluster `alter_topic_configs`, `alter_group_configs`,
+    `alter_cluster_broker_configs`)."""
     cluster = ctx.services.cluster
     for answer, kind, name, configs in shared:
-        what = "topic" if kind == TOPIC else "group"
+        what = {TOPIC: "topic", GROUP: "group"}.get(kind, "broker")
         try:
             if kind == TOPIC:
                 await cluster.alter_topic_configs(name, configs)
-            else:
+            elif kind == GROUP:
                 await cluster.alter_group_configs(name, configs)
+            else:
+                await cluster.alter_cluster_broker_configs(configs)
         except UnknownTopicError as e:
             answer.update(error_code=ErrorCode.unknown_topic_or_partition, error_message=str(e))
         except (StorageError, OSError) as e:
@@ -195,8 +198,7 @@ def _alter_one(ctx: RequestContext, resource: Any, incremental: bool,
     return the new set, for the database (`_alter_in_cluster`)."""
     kind, name = resource.resource_type, resource.resource_name
     if kind == BROKER:
-        _alter_broker(ctx, resource, incremental, validate_only)
-        return None
+        return _alter_broker(ctx, resource, incremental, validate_only)
     if kind == GROUP and ctx.services.group_configs is not None:
         return _alter_group(ctx, resource, incremental, validate_only)
     if kind == BROKER_LOGGER:
@@ -258,10 +260,11 @@ def _alter_group(ctx: RequestContext, resource: Any, incremental: bool,
 
 
 def _alter_broker(ctx: RequestContext, resource: Any, incremental: bool,
-                  validate_only: bool) -> None:
+                  validate_only: bool) -> dict[str, str] | None:
     """Dynamic broker configs (coterie.broker.dynamic_configs): resource name "" for the
     cluster-wide default, this broker's id for this broker. What the store refuses is
-    INVALID_REQUEST, as Kafka answers."""
+    INVALID_REQUEST, as Kafka answers. A cluster broker only checks the cluster-wide set
+    here and returns it, for the database."""
     store = ctx.services.dynamic_configs
     node = ctx.services.config.node_id
     name = resource.resource_name
@@ -281,8 +284,10 @@ def _alter_broker(ctx: RequestContext, resource: Any, incremental: bool,
     if len(set(names)) != len(names):
         raise _Refused(ErrorCode.invalid_request, "Error due to duplicate config keys")
     configs = _new_set(dict(store.layers[scope]), resource.configs, incremental, "broker")
+    shared = scope == CLUSTER_SCOPE and ctx.services.cluster is not None
     try:
-        store.alter(scope, configs, validate_only)
+        store.alter(scope, configs, validate_only or shared)
+        return configs if shared and not validate_only else None
     except (NotDynamic, InvalidConfigError) as e:
         raise _Refused(ErrorCode.invalid_request, str(e)) from e
     except OSError as e:
