@@ -117,17 +117,24 @@ class ClusterNode:
     """One broker's part in the cluster (module docstring). The broker `connect`s it before
     building its parts, `attach`es its log, `register`s once it listens, then `run`s it."""
 
-    def __init__(self, dsn: str, node_id: int, ttl: float, rack: str | None = None) -> None:
+    def __init__(self, dsn: str, node_id: int, ttl: float, rack: str | None = None,
+                 write_connections: int = 1) -> None:
         self.dsn = dsn
         self.node_id = node_id
         self.ttl = ttl
         self.rack = rack
+        self.write_connections = max(1, write_connections)
         self.cluster_id = ""
         self.db: Database | None = None  # rounds, topics, producer ids
         self.writes: Database | None = None  # group commits
         self.reads: Database | None = None  # copies of partitions taken over
         self.store: PostgresLog | None = None
-        self.commit: GroupCommit | None = None
+        self.commit: GroupCommit | None = None  # the first of `_commits`
+        # The write lanes: one connection and its group commits each; a partition's appends
+        # always go through the same lane (`_lane`), so they stay in order, and lanes hold
+        # disjoint partitions' locks, so they never wait for each other.
+        self._lanes: list[Database] = []
+        self._commits: list[GroupCommit] = []
         self.membership: Membership | None = None
         self.logs: LogManager | None = None
         self.waiters = FetchWaiters()
@@ -173,7 +180,11 @@ class ClusterNode:
         try:
             self.db = await Database.connect(self.dsn, connect_timeout=5, settings=rounds)
             self.writes = await Database.connect(self.dsn, connect_timeout=5, settings=idle)
+            self._lanes = [self.writes]
             self.reads = await Database.connect(self.dsn, connect_timeout=5, settings=idle)
+            for _ in range(self.write_connections - 1):
+                self._lanes.append(await Database.connect(self.dsn, connect_timeout=5,
+                                                          settings=idle))
         except psycopg.Error as e:
             await self.close()
             raise ClusterStartError(f"cannot reach the database at {redacted(self.dsn)}: "
@@ -199,7 +210,9 @@ class ClusterNode:
             raise ClusterStartError(f"the database at {redacted(self.dsn)} failed while "
                                     f"starting: {str(e).strip()}") from e
         self.store = PostgresLog(self.writes)
-        self.commit = GroupCommit(self.store)
+        self._commits = [GroupCommit(self.store)] + [
+            GroupCommit(PostgresLog(lane)) for lane in self._lanes[1:]]
+        self.commit = self._commits[0]
 
     def attach(self, logs: LogManager, waiters: FetchWaiters,
                clock_ms: Callable[[], int]) -> None:
@@ -302,7 +315,7 @@ class ClusterNode:
         assert self.membership is not None and self.db is not None
         news = False
         try:
-            for db in (self.db, self.writes, self.reads):
+            for db in (self.db, self.reads, *self._lanes):
                 if db is not None and db.broken:
                     await db.reconnect()
             await self._sync_topics()
@@ -635,7 +648,8 @@ class ClusterNode:
         if self._led.get((led.name, led.index)) is not led or self.commit is None:
             return
         end = _end_of(data)
-        fut = self.commit.submit(Append(led.tp, data, led.lease, expected_offset=first))
+        lane = self._commits[(led.tp.topic_id.int + led.tp.partition) % len(self._commits)]
+        fut = lane.submit(Append(led.tp, data, led.lease, expected_offset=first))
         if is_internal_topic(led.name):
             self._pending_internal.add(led)
         fut.add_done_callback(functools.partial(self._written, led, end))
@@ -780,7 +794,7 @@ class ClusterNode:
         await self.close()
 
     async def close(self) -> None:
-        for db in (self.db, self.writes, self.reads):
+        for db in (self.db, self.reads, *self._lanes):
             if db is not None:
                 with contextlib.suppress(Exception):
                     await db.close()

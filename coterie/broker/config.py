@@ -57,6 +57,10 @@ DEFAULTS: dict[str, str] = {
     # coterie's own: how long a cluster broker's leases (its partitions, its registration)
     # outlive its last renewal; a dead broker's partitions move after about this long.
     "cluster.lease.ms": "6000",
+    # coterie's own: how many database connections a cluster broker writes through, each
+    # with its own group commits; a partition always writes through the same one, so its
+    # appends keep their order (docs/cluster.md, "Writing").
+    "cluster.write.connections": "4",
 }
 
 STORAGE_SCHEMES = ("postgresql://", "postgres://")
@@ -167,6 +171,8 @@ class BrokerConfig:
                               "empty) or in PostgreSQL (a postgresql:// URI)")
         if self.get_int("cluster.lease.ms") < 300:
             raise ConfigError("cluster.lease.ms must be at least 300")
+        if not 1 <= self.get_int("cluster.write.connections") <= 64:
+            raise ConfigError("cluster.write.connections must be from 1 to 64")
         if self.node_id < 0:
             raise ConfigError(f"node.id must be 0 or more, got {self.node_id}")
         if self.socket_request_max_bytes <= 0:
@@ -215,6 +221,10 @@ class BrokerConfig:
     @property
     def lease_s(self) -> float:
         return self.get_int("cluster.lease.ms") / 1000
+
+    @property
+    def write_connections(self) -> int:
+        return self.get_int("cluster.write.connections")
 
     @property
     def socket_request_max_bytes(self) -> int:

@@ -458,6 +458,7 @@ COTERIE_CONFIGS: dict[str, int] = {
     "advertised.host": STRING,
     "advertised.port": INT,
     "cluster.lease.ms": INT,
+    "cluster.write.connections": INT,
     "group.classic.max.member.metadata.bytes": INT,
     "group.consumer.client.assignment.timeout.ms": INT,
     "group.events.enable": BOOLEAN,

@@ -629,7 +629,8 @@ class Broker:
         if config.storage is None:
             return cls(config)
         node = ClusterNode(config.storage, config.node_id, config.lease_s,
-                           rack=config.props.get("broker.rack") or None)
+                           rack=config.props.get("broker.rack") or None,
+                           write_connections=config.write_connections)
         await node.connect(new_cluster_id(), internal_topics(config.props))
         try:
             return cls(config, node)

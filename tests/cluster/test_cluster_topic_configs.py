@@ -36,7 +36,7 @@ pytestmark = pytest.mark.timeout(240)
 
 HOUR_MS = 3_600_000
 BROKER = 4  # ConfigResource type
-DYNAMIC_DEFAULT = 4  # ConfigSource DYNAMIC_DEFAULT_BROKER_CONFIG
+DYNAMIC_DEFAULT = 3  # ConfigSource DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
 def admin_of(cluster: CoterieCluster, node_id: int) -> AdminClient:
