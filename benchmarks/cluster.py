@@ -82,7 +82,8 @@ class Node:
             [sys.executable, "-m", "coterie", "serve", "--port", str(self.port),
              "--data-dir", str(self.dir), "--storage", self.uri,
              "--node-id", str(self.node_id), "--log-level", "INFO",
-             "--override", f"cluster.lease.ms={self.lease_ms}"],
+             "--override", f"cluster.lease.ms={self.lease_ms}",
+             *[a for kv in EXTRA_OVERRIDES for a in ("--override", kv)]],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         log.close()
         wait_for_port("127.0.0.1", self.port, 60, self.proc)
@@ -99,6 +100,9 @@ class Node:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+EXTRA_OVERRIDES: list[str] = []  # --override KEY=VALUE for every broker (main's option)
 
 
 @contextlib.contextmanager
@@ -428,6 +432,46 @@ def throughput(args: argparse.Namespace) -> int:
     return 0
 
 
+def lanes(args: argparse.Namespace) -> int:
+    """Produce MB/s of one broker on PostgreSQL by write connections and producers: the
+    lanes (cluster.write.connections) pay off only when several producers' requests are in
+    flight together (one connection's requests are answered one after the other)."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="coterie-lanes-") as tmp:
+        for count in (1, 4):
+            EXTRA_OVERRIDES[:] = [f"cluster.write.connections={count}"]
+            for producers in (1, 3):
+                with database() as (uri, _), \
+                        cluster(1, uri, 6000, Path(tmp) / f"l{count}p{producers}") as nodes:
+                    bootstrap = bootstrap_of(nodes)
+                    admin = AdminClient({"bootstrap.servers": bootstrap})
+                    topics = [f"lanes-{uuid.uuid4().hex[:6]}" for _ in range(producers)]
+                    for t in topics:
+                        admin.create_topics([NewTopic(t, TOPIC_PARTITIONS, 1)])[t].result(30)
+                        wait(lambda t=t, a=admin: (lambda led: len(led) == TOPIC_PARTITIONS
+                                                   and -1 not in led.values())(leaders(a, t)),
+                             60, "leaders")
+                    value = os.urandom(1024)
+                    started = time.monotonic()
+                    threads = [threading.Thread(target=produce, args=(
+                        bootstrap, t, TOPIC_PARTITIONS, args.records, value)) for t in topics]
+                    for th in threads:
+                        th.start()
+                    for th in threads:
+                        th.join()
+                    mb_s = producers * args.records * 1024 / 1e6 / (time.monotonic() - started)
+                    rows.append((count, producers, mb_s))
+                    print(f"  {count} write connections, {producers} producers: "
+                          f"{mb_s:.1f} MB/s", file=sys.stderr, flush=True)
+    EXTRA_OVERRIDES.clear()
+    print(f"\n1 broker on PostgreSQL, {args.records:,} records x 1 KiB per producer, "
+          f"{TOPIC_PARTITIONS} partitions each, acks=1\n")
+    print("| write connections | producers | produce MB/s |\n| --- | --- | --- |")
+    for count, producers, mb_s in rows:
+        print(f"| {count} | {producers} | {mb_s:.1f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -440,8 +484,10 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("throughput", help="produce/consume MB/s: files, 1 and 3 on PostgreSQL")
     t.add_argument("--records", type=int, default=100_000)
     t.add_argument("--kafka", action="store_true", help="also Kafka 4.2.1 (java and mvn)")
+    c = sub.add_parser("lanes", help="produce MB/s by write connections and producers")
+    c.add_argument("--records", type=int, default=40_000)
     args = parser.parse_args(argv)
-    return failover(args) if args.what == "failover" else throughput(args)
+    return {"failover": failover, "throughput": throughput, "lanes": lanes}[args.what](args)
 
 
 if __name__ == "__main__":
