@@ -129,7 +129,6 @@ class ClusterNode:
         self.writes: Database | None = None  # group commits
         self.reads: Database | None = None  # copies of partitions taken over
         self.store: PostgresLog | None = None
-        self.commit: GroupCommit | None = None  # the first of `_commits`
         # The write lanes: one connection and its group commits each; a partition's appends
         # always go through the same lane (`_lane`), so they stay in order, and lanes hold
         # disjoint partitions' locks, so they never wait for each other.
@@ -212,7 +211,6 @@ class ClusterNode:
         self.store = PostgresLog(self.writes)
         self._commits = [GroupCommit(self.store)] + [
             GroupCommit(PostgresLog(lane)) for lane in self._lanes[1:]]
-        self.commit = self._commits[0]
 
     def attach(self, logs: LogManager, waiters: FetchWaiters,
                clock_ms: Callable[[], int]) -> None:
@@ -459,26 +457,27 @@ class ClusterNode:
                             self.node_id, stored, e)
 
     async def alter_cluster_broker_configs(self, configs: dict[str, str]) -> None:
-        """AlterConfigs of the cluster-wide broker configs (already checked): the database,
-        then here, then the other brokers."""
+        """AlterConfigs of the cluster-wide broker configs (already checked)."""
         assert self.db is not None
-        try:
-            await group_config_rows.replace_cluster_broker_configs(self.db, configs)
-        except psycopg.Error as e:
-            raise LogStorageError("cannot change the cluster-wide broker configs in the "
-                                  f"database: {str(e).strip()}") from e
-        await self._sync_group_configs()
-        await self._tell_others()
+        await self._share_configs(
+            group_config_rows.replace_cluster_broker_configs(self.db, configs),
+            "the cluster's brokers")
 
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
-        """AlterConfigs of a group (already checked): the database's row, then here, then
-        the other brokers, so that whichever broker coordinates the group applies them."""
+        """AlterConfigs of a group (already checked), so that whichever broker coordinates
+        the group applies them."""
         assert self.db is not None
+        await self._share_configs(
+            group_config_rows.replace_group_configs(self.db, group_id, configs),
+            f"group '{group_id}'")
+
+    async def _share_configs(self, write: Awaitable[None], what: str) -> None:
+        """A config change: the database's row (`write`), then here, then the others."""
         try:
-            await group_config_rows.replace_group_configs(self.db, group_id, configs)
+            await write
         except psycopg.Error as e:
-            raise LogStorageError(f"cannot change the configs of group '{group_id}' in the "
-                                  f"database: {str(e).strip()}") from e
+            raise LogStorageError(f"cannot change the configs of {what} in the database: "
+                                  f"{str(e).strip()}") from e
         await self._sync_group_configs()
         await self._tell_others()
 
@@ -645,7 +644,7 @@ class ClusterNode:
     # -- writing through ---------------------------------------------------------------------
     def _write(self, led: _Led, first: int, data: bytes) -> None:
         """A local append of a led partition: on to the database, numbered from `first`."""
-        if self._led.get((led.name, led.index)) is not led or self.commit is None:
+        if self._led.get((led.name, led.index)) is not led or not self._commits:
             return
         end = _end_of(data)
         lane = self._commits[(led.tp.topic_id.int + led.tp.partition) % len(self._commits)]
