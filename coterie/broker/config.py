@@ -60,7 +60,7 @@ DEFAULTS: dict[str, str] = {
     # coterie's own: how many database connections a cluster broker writes through, each
     # with its own group commits; a partition always writes through the same one, so its
     # appends keep their order (docs/cluster.md, "Writing").
-    "cluster.write.connections": "4",
+    "cluster.write.connections": "1",
 }
 
 STORAGE_SCHEMES = ("postgresql://", "postgres://")
