@@ -39,7 +39,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +47,7 @@ import psycopg
 
 from coterie.broker.internal_topics import TopicSpec
 from coterie.broker.waiters import FetchWaiters
-from coterie.log.batch import validate_batches
+from coterie.log.cleaner import CleanResult, rebuilt_batches
 from coterie.log.errors import StorageError as LogStorageError
 from coterie.log.errors import TopicExistsError, UnknownTopicError
 from coterie.log.manager import LogManager, TopicInfo
@@ -65,6 +65,7 @@ from coterie.storage.membership import Membership
 from coterie.storage.migrations import migrate
 from coterie.storage.postgres_log import PostgresLog
 from coterie.storage.producer_ids import ProducerIdBlock, allocate_block
+from coterie.wire.record_batch import batch_headers
 
 __all__ = ["ClusterNode", "ClusterStartError"]
 
@@ -76,6 +77,8 @@ CHANNEL = "coterie_cluster"
 WAKE_GAP_S = 0.05
 # How much of a partition one query reads while a broker copies it.
 READ_CHUNK = 8 * 1024 * 1024
+# How many bytes of rebuilt batches one statement of a compaction carries.
+COMPACT_CHUNK = 8 * 1024 * 1024
 Key = tuple[str, int]
 
 
@@ -95,9 +98,10 @@ def redacted(dsn: str) -> str:
 
 
 def _end_of(data: bytes) -> int:
-    """The offset after the last batch of `data` (whole batches, offsets assigned)."""
-    last = validate_batches(data)[-1]
-    return last.base_offset + last.last_offset_delta + 1
+    """The offset after the last batch of `data` (whole batches, offsets assigned; framing
+    only: a compacted batch's records no longer fill its offsets, so the producer's rule
+    that they do is not asked)."""
+    return batch_headers(data, strict=True)[-1].next_offset
 
 
 @dataclass(eq=False, slots=True)
@@ -526,6 +530,48 @@ class ClusterNode:
                 led.part.delete_records(min(start, led.part.log_end_offset))
         return dropped
 
+    async def publish_cleaned(self, name: str, index: int, part: PartitionLog,
+                              result: CleanResult) -> bool:
+        """The log cleaner's pass over a led partition's copy, done to the database's rows
+        first (`PostgresLog.compact`, under the lease): the batches it dropped go and the
+        ones it thinned are rewritten, so that what compaction removed stays removed after
+        a failover. The rows are the copy's batches byte for byte (the copy was read from
+        them and every append since was written through), and the pass only reaches sealed
+        segments below the last stable offset, which is at most what the database holds.
+        False (the pass is thrown away, the copy stays as the database is) when this broker
+        no longer leads the partition or the database did not take it. A partition this
+        broker does not lead is not cleaned at all: its copy is dropped at the next take."""
+        led = self._led.get((name, index))
+        if led is None or led.part is not part or self.reads is None:
+            return False
+        if part.durable_end is None or result.cleaned_to > part.durable_end:
+            return False
+        dropped = [base for g in result.groups for base in g.dropped]
+
+        async def rebuilt() -> AsyncIterator[list[bytes]]:
+            for group in result.groups:
+                chunk: list[int] = []
+                size = 0
+                for i in group.rebuilt:
+                    chunk.append(i)
+                    size += group.batches[i][3]
+                    if size >= COMPACT_CHUNK:
+                        yield await asyncio.to_thread(rebuilt_batches, group, chunk)
+                        chunk, size = [], 0
+                if chunk:
+                    yield await asyncio.to_thread(rebuilt_batches, group, chunk)
+
+        try:
+            deleted, rewritten = await PostgresLog(self.reads).compact(
+                led.tp, led.lease, dropped, rebuilt())
+        except (StorageError, psycopg.Error, OSError) as e:
+            log.warning("compaction of %s-%d not applied now: %s", name, index,
+                        str(e).strip() or type(e).__name__)
+            return False
+        log.info("compacted %s-%d in the database: %d batches deleted, %d rewritten", name,
+                 index, deleted, rewritten)
+        return self._led.get((name, index)) is led
+
     def create_soon(self, name: str, partitions: int) -> None:
         """Auto-creation (Metadata): create the topic in the background; the client's next
         Metadata finds it (or another broker's creation of it)."""
@@ -688,6 +734,10 @@ class ClusterNode:
         return start
 
     # -- what handlers ask -------------------------------------------------------------------
+    def leads(self, name: str, index: int) -> bool:
+        """Whether this broker leads the partition right now (`serving`)."""
+        return self.serving(name, index) is not None
+
     def serving(self, name: str, index: int) -> _Led | None:
         """The partition, if this broker leads it right now (its copy loaded, its lease
         still counted on); None: NOT_LEADER_OR_FOLLOWER."""

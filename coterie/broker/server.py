@@ -544,7 +544,9 @@ class Broker:
         if config.get_bool("log.cleaner.enable"):
             self.cleaner = LogCleaner(
                 self.logs, self.now_ms, backoff_ms=_int(effective, "log.cleaner.backoff.ms"),
-                key_budget_bytes=_int(effective, "log.cleaner.dedupe.buffer.size"))
+                key_budget_bytes=_int(effective, "log.cleaner.dedupe.buffer.size"),
+                publish=None if cluster is None else cluster.publish_cleaned,
+                leads=None if cluster is None else cluster.leads)
         self.groups = GroupRuntime(
             OffsetsTopic(self.logs, partitions), self.now_ms,
             group_settings(config.props, config.consumer_group_config()),

@@ -51,8 +51,8 @@ import contextlib
 import os
 import struct
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import crc32c
@@ -125,6 +125,12 @@ class CleanedGroup:
     size: int
     # (position, base offset, last offset, size, max timestamp) of each batch, in order.
     batches: list[tuple[int, int, int, int, int]]
+    # What the pass did to the replaced segments' batches, by base offset: the ones it
+    # dropped, and the indexes in `batches` of the ones it rebuilt with fewer records (every
+    # other batch is copied byte for byte). A cluster's leader does the same to the rows of
+    # the database (coterie.broker.cluster), which hold the same batches.
+    dropped: list[int] = field(default_factory=list)
+    rebuilt: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -286,6 +292,8 @@ def _clean_group(job: CleanJob, group: list[SegmentView], keys: dict[bytes, int]
     path = first.path.with_name(first.path.name + CLEANED_SUFFIX)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     placed: list[tuple[int, int, int, int, int]] = []
+    dropped: list[int] = []
+    rebuilt: list[int] = []
     position = 0
     pending: list[bytes | memoryview] = []
     pending_bytes = 0
@@ -299,10 +307,13 @@ def _clean_group(job: CleanJob, group: list[SegmentView], keys: dict[bytes, int]
                 result.bytes_read += len(batch)
                 kept = _filter_batch(job, fields, batch, keys, aborted, txn_kept, expire,
                                      result)
+                base = fields[_BASE]
                 if kept is None:
+                    dropped.append(base)
                     continue
                 out, max_ts = kept
-                base = fields[_BASE]
+                if out is not batch:
+                    rebuilt.append(len(placed))
                 placed.append((position, base, base + fields[_LAST_DELTA], len(out), max_ts))
                 position += len(out)
                 pending.append(out)
@@ -322,7 +333,7 @@ def _clean_group(job: CleanJob, group: list[SegmentView], keys: dict[bytes, int]
     newest = max(s.last_modified_ms for s in group)
     os.utime(path, ns=(newest * 1_000_000, newest * 1_000_000))
     result.bytes_written += position
-    return CleanedGroup(tuple(group), path, position, placed)
+    return CleanedGroup(tuple(group), path, position, placed, dropped, rebuilt)
 
 
 def _filter_batch(job: CleanJob, fields: tuple, batch: memoryview, keys: dict[bytes, int],
@@ -393,6 +404,25 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def rebuilt_batches(group: CleanedGroup, indexes: Sequence[int]) -> list[bytes]:
+    """The bytes of some of the batches a pass rebuilt (`indexes` from `group.rebuilt`),
+    read back from its `.cleaned` file before it is installed; on a worker thread."""
+    out: list[bytes] = []
+    if not indexes:
+        return out
+    fd = os.open(group.path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        for i in indexes:
+            position, _, _, size, _ = group.batches[i]
+            data = os.pread(fd, size, position)
+            if len(data) != size:
+                raise OSError(f"{group.path}: batch at byte {position} is cut short")
+            out.append(data)
+    finally:
+        os.close(fd)
+    return out
 
 
 def read_checkpoint(directory: Path) -> int:

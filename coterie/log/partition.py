@@ -74,7 +74,7 @@ from coterie.log.segment import (
 )
 from coterie.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, AbortedTxnIndex
 from coterie.wire.compression import decompress
-from coterie.wire.record_batch import HEADER_SIZE, BatchHeader
+from coterie.wire.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from coterie.wire.records import iter_keys, read_varint
 from coterie.wire.txn_markers import marker_type
 
@@ -782,14 +782,17 @@ def write_copy(directory: Path, log_start: int, log_end: int, chunks: Iterable[b
     its first batch's offset, and the log start. `PartitionLog.open` then recovers them as
     after an unclean stop, building the indexes, the producer state and the aborted
     transactions from the batches themselves. A log with no batches left starts empty at
-    `log_end`. `directory` must be empty or missing."""
+    `log_end`, and so does the active segment when the last batches are gone (compaction
+    removed them: the log end stays where it was). `directory` must be empty or missing."""
     directory.mkdir(parents=True, exist_ok=True)
     out = None
     size = 0
+    end = 0
     try:
         for chunk in chunks:
             if not chunk:
                 continue
+            end = _chunk_end(chunk)
             if out is None or (size and size + len(chunk) > segment_bytes):
                 if out is not None:
                     out.close()
@@ -801,10 +804,23 @@ def write_copy(directory: Path, log_start: int, log_end: int, chunks: Iterable[b
     finally:
         if out is not None:
             out.close()
-    if out is None and log_end > 0:
+    if (out is None and log_end > 0) or (out is not None and end < log_end):
         (directory / f"{log_end:020d}{LOG_SUFFIX}").touch()
     if log_start > 0:
         atomic_write(directory / LOG_START_FILE, f"{log_start}\n".encode())
+
+
+def _chunk_end(chunk: bytes) -> int:
+    """The offset after the last of the whole batches in `chunk` (a walk over their
+    lengths; the bytes were checked where they were read)."""
+    position = 0
+    last = 0
+    while position + LOG_OVERHEAD <= len(chunk):
+        last = position
+        position += LOG_OVERHEAD + int.from_bytes(chunk[position + 8:position + 12], "big")
+    base = int.from_bytes(chunk[last:last + 8], "big", signed=True)
+    delta = int.from_bytes(chunk[last + 23:last + 27], "big")
+    return base + delta + 1
 
 
 def _control_marker(buf: bytes | bytearray | memoryview, position: int) -> int | None:

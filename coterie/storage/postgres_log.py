@@ -26,7 +26,7 @@ its own: any broker holding the lease can continue a partition where another lef
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -44,6 +44,7 @@ from coterie.storage.api import (
 from coterie.storage.batch_rows import BatchRow, Tail, number_batches
 from coterie.storage.database import Database
 from coterie.storage.errors import Diverged, LeaseLost, OffsetOutOfRange, UnknownPartition
+from coterie.wire.record_batch import batch_headers
 
 __all__ = ["PostgresLog"]
 
@@ -156,6 +157,25 @@ WITH dropped AS (
     WHERE topic_id = %(topic_id)s::uuid AND partition = %(partition)s::integer
 )
 SELECT count(*) FROM dropped
+"""
+
+# Compaction (PostgresLog.compact): rows dropped by base offset (the primary key), and rows
+# rewritten in place, only where the row still spans the same offsets.
+_DROP_BATCHES = """
+DELETE FROM batches
+WHERE topic_id = %(topic_id)s::uuid AND partition = %(partition)s::integer
+  AND base_offset = ANY(%(bases)s::bigint[])
+"""
+
+_REWRITE_BATCHES = """
+UPDATE batches b
+SET size = u.size, max_timestamp = u.max_timestamp, record_count = u.record_count,
+    data = u.data
+FROM unnest(%(bases)s::bigint[], %(lasts)s::bigint[], %(sizes)s::integer[],
+            %(max_timestamps)s::bigint[], %(counts)s::integer[], %(data)s::bytea[])
+     AS u (base_offset, last_offset, size, max_timestamp, record_count, data)
+WHERE b.topic_id = %(topic_id)s::uuid AND b.partition = %(partition)s::integer
+  AND b.base_offset = u.base_offset AND b.last_offset = u.last_offset
 """
 
 _FIRST_KEPT_BY_TIME = """
@@ -322,6 +342,39 @@ class PostgresLog:
                                                  "partition": tp.partition, "start": start})
             row = await cur.fetchone()
         return int(row[0]) if row else 0
+
+    async def compact(self, tp: TopicIdPartition, lease: Lease, dropped: Sequence[int],
+                      rebuilt: AsyncIterable[Sequence[bytes]]) -> tuple[int, int]:
+        """What a compaction pass did to the leader's copy, done to the rows under `lease`,
+        in one transaction: the batches at the `dropped` base offsets go, and each of
+        `rebuilt` (a batch with fewer records, at the base offset of the row it replaces)
+        takes its row's place. Offsets and byte positions stay as they were: the log gets
+        gaps, as a compacted Kafka log does, and a fetch's position range simply holds
+        fewer bytes. The log start and end do not move. Returns (rows deleted, rows
+        rewritten); LeaseLost if the lease is gone, and then nothing changed. `rebuilt`
+        comes in slices (one statement each), so that a large pass is never all in memory."""
+        key = {"topic_id": tp.topic_id, "partition": tp.partition}
+        async with self._db.transaction() as conn:
+            await self._lock(conn, {tp: lease})
+            deleted = rewritten = 0
+            if dropped:
+                cur = await conn.execute(_DROP_BATCHES, {**key, "bases": list(dropped)})
+                deleted = cur.rowcount
+            async for batches in rebuilt:
+                if not batches:
+                    continue
+                headers = [batch_headers(b, strict=True)[0] for b in batches]
+                cur = await conn.execute(_REWRITE_BATCHES, {
+                    **key,
+                    "bases": [h.base_offset for h in headers],
+                    "lasts": [h.base_offset + h.last_offset_delta for h in headers],
+                    "sizes": [h.size for h in headers],
+                    "max_timestamps": [h.max_timestamp for h in headers],
+                    "counts": [h.records_count for h in headers],
+                    "data": [bytes(b) for b in batches],
+                })
+                rewritten += cur.rowcount
+        return deleted, rewritten
 
     # -------------------------------------------------------------------------- reading
 

@@ -4,7 +4,8 @@
 A topic's configs, a group's, and the cluster-wide broker configs live in the database:
 AlterConfigs through one broker is what every broker describes and applies. Retention is
 decided and done in the database by the partition's leader, so what it deleted stays
-deleted when the leader dies and another broker copies the partition from the database.
+deleted when the leader dies and another broker copies the partition from the database; so
+is compaction (the leader's cleaner pass is done to the rows before its copy).
 """
 
 from __future__ import annotations
@@ -15,10 +16,22 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from kio.schema.errors import ErrorCode
 
-from tests.cluster.test_cluster_clients import coordinator_of, create, leaders, wait_for_leaders
+from tests.cluster.test_cluster_clients import (
+    admin,
+    coordinator_of,
+    create,
+    leaders,
+    wait_for_leaders,
+)
 from tests.fixtures.coterie_cluster import LEASE_MS, CoterieCluster, wait_until
 from tests.integration.test_describe_configs import (
     GROUP,
@@ -127,6 +140,65 @@ def test_retention_deletes_in_the_database_and_stays_deleted_after_a_failover(
             got.append(m.value())
     c.close()
     assert got == [f"new{i}".encode() for i in range(10)]
+    cluster.broker(leader).start(timeout=60)
+
+
+def _read_whole(cluster: CoterieCluster, topic: str) -> list[tuple[bytes, bytes]] | None:
+    """(key, value) of every record of partition 0 from its log start to its high
+    watermark, as a consumer reads it now; None if the partition did not answer."""
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "whole",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        try:
+            low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+        except Exception:
+            return None
+        c.assign([TopicPartition(topic, 0, low)])
+        got: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            got.append((m.key(), m.value()))
+            if m.offset() >= high - 1:
+                return got
+        return None
+    finally:
+        c.close()
+
+
+def test_compaction_is_done_in_the_database_and_stays_done_after_a_failover(coterie_cluster):
+    """The leader compacts its copy and the database's rows alike: once consumers read the
+    compacted log, a kill -9 of the leader and a new copy from the database give the same
+    compacted log back, every key's last value in it (without compaction in the database
+    the new leader would serve all 400 records again)."""
+    cluster = coterie_cluster
+    a = admin(cluster)
+    a.create_topics([NewTopic("compacted", 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "2048",
+        "min.cleanable.dirty.ratio": "0.01"})])["compacted"].result(30)
+    wait_until(lambda: leaders(cluster, "compacted").get(0, -1) != -1, 30, "a leader")
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    latest = {}
+    for i in range(400):
+        key, value = f"k{i % 10}".encode(), f"v{i}".encode()
+        p.produce("compacted", key=key, value=value, partition=0)
+        latest[key] = value
+        if i % 4 == 3:
+            p.flush(10)  # batches of four: the cleaner drops some and thins others
+    assert p.flush(30) == 0
+    wait_until(lambda: (lambda got: got is not None and len(got) < 200)(
+        _read_whole(cluster, "compacted")), 60, "the leader's cleaner compacting")
+
+    leader = leaders(cluster, "compacted")[0]
+    cluster.broker(leader).kill9()
+    wait_until(lambda: leaders(cluster, "compacted").get(0, leader) not in (leader, -1),
+               LEASE_MS / 1000 * 10, "a new leader")
+    after = wait_until(lambda: _read_whole(cluster, "compacted"), 30, "the new leader's log")
+    assert len(after) < 200, f"{len(after)} records: the database was not compacted"
+    assert dict(after) == latest
+    assert watermarks(cluster, "compacted")[1] == 400
     cluster.broker(leader).start(timeout=60)
 
 

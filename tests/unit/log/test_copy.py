@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from coterie.log.batch import validate_batches
 from coterie.log.errors import OutOfOrderSequenceError
 from coterie.log.partition import PartitionLog, write_copy
+from coterie.wire.record_batch import batch_headers
 from tests.unit.log.test_producers import NOW, SMALL, batch, open_log
 
 
@@ -19,9 +19,10 @@ def all_batches(log: PartitionLog) -> list[bytes]:
     out, offset = [], log.log_start_offset
     while offset < log.log_end_offset:
         chunk = log.read(offset, 1 << 20)
+        if not chunk:
+            break  # a gap up to the log end (compacted away)
         out.append(chunk)
-        last = validate_batches(chunk)[-1]
-        offset = last.base_offset + last.last_offset_delta + 1
+        offset = batch_headers(chunk, strict=True)[-1].next_offset
     return out
 
 
@@ -65,6 +66,22 @@ def test_a_copy_keeps_the_log_start_and_an_emptied_log_its_end(tmp_path):
     empty = PartitionLog.open(tmp_path / "c", SMALL, NOW)
     assert (empty.log_start_offset, empty.log_end_offset) == (9, 9)
     assert empty.append(batch(2, 0, 0), 0, NOW).first_offset == 9
+
+
+def test_a_copy_whose_last_batches_were_compacted_away_keeps_its_end(tmp_path):
+    """Compaction can remove a sealed segment's last batches (an expired tombstone, an
+    empty transaction's marker) while the active segment is empty: the stored rows then end
+    before the log does, and the copy must still continue at the log end."""
+    original = open_log(tmp_path / "a")
+    chunks = []
+    original.on_append = lambda first, data: chunks.append(data)
+    for seq in range(5):
+        original.append(batch(1, 0, seq), 0, NOW)
+    write_copy(tmp_path / "b", 0, 9, chunks, SMALL.segment_bytes)  # 5..8 compacted away
+    copy = PartitionLog.open(tmp_path / "b", SMALL, NOW)
+    assert (copy.log_start_offset, copy.log_end_offset) == (0, 9)
+    assert b"".join(all_batches(copy)) == b"".join(chunks)
+    assert copy.append(batch(2, 0, 0), 0, NOW).first_offset == 9
 
 
 def test_readers_see_only_what_reached_the_store(tmp_path):
