@@ -29,7 +29,7 @@ postgresql:
 test: test-venv postgresql
 	$(BIN)/ruff check coterie tests benchmarks scripts
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra --durations=25
 
 lint: test-venv
 	$(BIN)/ruff check coterie tests benchmarks scripts

@@ -19,7 +19,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from tests.fixtures.coterie_broker import both_storages
 from tests.integration.clients import broker_log_on_failure
+
+pytestmark = both_storages  # every scenario on local files and on PostgreSQL
 
 TOPIC = "kv"
 KEYS = [f"k{i:02d}" for i in range(30)]

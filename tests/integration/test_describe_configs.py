@@ -59,8 +59,11 @@ from kio.schema.incremental_alter_configs.v1.request import (
     IncrementalAlterConfigsRequest,
 )
 
+from tests.fixtures.coterie_broker import both_storages
 from tests.fixtures.reference_broker import kafka_tool
 from tests.kafka_raw import RawConnection
+
+pytestmark = both_storages  # every scenario on local files and on PostgreSQL
 
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"  # kafka-configs
 SETTINGS = {"log.segment.bytes": "5000000", "log.retention.hours": "100"}
