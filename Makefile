@@ -22,9 +22,11 @@ run: venv
 	@echo "coterie: connect with bootstrap.servers=$(HOST):$(PORT)"
 	$(BIN)/coterie serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
-# The storage tests start a real PostgreSQL server; this installs it when missing.
+# The storage tests start a real PostgreSQL server, the TLS tests make certificates with
+# openssl; this installs them when missing.
 postgresql:
 	@scripts/ensure-postgresql
+	@scripts/ensure-openssl
 
 test: test-venv postgresql
 	$(BIN)/ruff check coterie tests benchmarks scripts

@@ -52,12 +52,16 @@ gives its median over the levels of 8 and more and the ratio of those medians.
     .venv/bin/python benchmarks/heartbeats.py --profile /tmp/coterie.prof   # cProfile broker
     .venv/bin/python benchmarks/heartbeats.py --kafka     # and the reference broker
     .venv/bin/python benchmarks/heartbeats.py --postgresql  # and a broker on PostgreSQL
+    .venv/bin/python benchmarks/heartbeats.py --postgresql --cluster  # and three of them
 
 With `--postgresql`, coterie also runs as one broker of a cluster on PostgreSQL (issue 24; a
 server of the script's own, `synchronous_commit=on`), pinned to the same server core, with
 its own members, measured the same way in the same run. In a cluster a group's heartbeats go
 to the one broker coordinating it, so a cluster's heartbeats/s are this figure times its
-brokers, as long as the groups are spread over them.
+brokers, as long as the groups are spread over them. With `--cluster`, three brokers on one
+database (a server of their own) are measured as one server: the groups' coordinators
+spread evenly over the three, each member connected to its group's coordinator, the three
+pinned together to the server core, their CPU summed.
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ from _brokers import (  # noqa: E402
     prepare_reference,
     wait_until_serving,
 )
+from confluent_kafka.admin import AdminClient  # noqa: E402
 from kio.schema.consumer_group_heartbeat.v1.request import (  # noqa: E402
     ConsumerGroupHeartbeatRequest,
     TopicPartitions,
@@ -182,11 +187,16 @@ class Server:
     name: str
     proc: subprocess.Popen
     port: int
+    # More processes that count as this server (the other brokers of a cluster).
+    more: list[subprocess.Popen] = field(default_factory=list)
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time of the server process so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User + system CPU time of the server's processes so far."""
+        total = 0
+        for proc in (self.proc, *self.more):
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -278,6 +288,54 @@ def join_members(port: int, members: int, groups: int) -> list[Member]:
             if found.coordinators[0].error_code == ErrorCode.none:
                 break
             time.sleep(0.1)
+    for m in out:
+        _full_heartbeat(m)
+    for _ in range(100):
+        if not any([_full_heartbeat(m) for m in out]):
+            break
+    else:
+        raise RuntimeError("the groups did not settle in 100 passes")
+    for m in out:
+        m.steady = bytearray(encode_request(0, ConsumerGroupHeartbeatRequest(
+            group_id=m.group, member_id=m.member_id, member_epoch=m.epoch,
+            topic_partitions=None), client_id=CLIENT_ID))
+    return out
+
+
+def spread_groups(ports: dict[int, int], groups: int) -> dict[str, int]:
+    """`groups` group names whose coordinators are spread evenly over a cluster's brokers
+    (node id -> port), each with the port of its coordinator."""
+    probe = RawConnection(HOST, next(iter(ports.values())))
+    wanted = {node: 0 for node in ports}
+    chosen: dict[str, int] = {}
+    share = -(-groups // len(ports))
+    try:
+        for i in range(10_000):
+            if len(chosen) == groups:
+                return chosen
+            name = f"heartbeat-bench-{i}"
+            for _ in range(300):
+                found = probe.request(FindCoordinatorRequest(
+                    key_type=0, coordinator_keys=(name,))).coordinators[0]
+                if found.error_code == ErrorCode.none:
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError(f"no coordinator for {name}")
+            if wanted.get(found.node_id, share) < share:
+                wanted[found.node_id] += 1
+                chosen[name] = ports[found.node_id]
+    finally:
+        probe.close()
+    raise RuntimeError(f"could not spread {groups} groups over {sorted(ports)}")
+
+
+def join_spread(placed: dict[str, int], members: int) -> list[Member]:
+    """Join `members` members over the groups of `placed` (name -> coordinator's port),
+    each connected to its group's coordinator, and settle them as `join_members` does."""
+    names = list(placed)
+    out = [Member(names[i % len(names)], _member_id(),
+                  RawConnection(HOST, placed[names[i % len(names)]])) for i in range(members)]
     for m in out:
         _full_heartbeat(m)
     for _ in range(100):
@@ -442,7 +500,7 @@ def table(samples: list[Sample]) -> str:
         if "coterie" in pair and "bare loop" in pair:
             c, b = pair["coterie"], pair["bare loop"]
             ratio = f"{c.throughput / b.throughput:.2f}, {c.per_cpu / b.per_cpu:.2f}"
-        for name in ("coterie", "coterie-pg", "bare loop", "kafka"):
+        for name in ("coterie", "coterie-pg", "coterie-pg x3", "bare loop", "kafka"):
             s = pair.get(name)
             if s is None:
                 continue
@@ -459,8 +517,9 @@ def summary(samples: list[Sample], p99_ms: float) -> tuple[str, float | None]:
         if s.p99_ms < p99_ms and (s.server not in best or s.throughput > best[s.server].throughput):
             best[s.server] = s
     lines = []
-    for name in ("coterie", "coterie-pg", "bare loop", "kafka"):
-        if name in ("kafka", "coterie-pg") and not any(s.server == name for s in samples):
+    for name in ("coterie", "coterie-pg", "coterie-pg x3", "bare loop", "kafka"):
+        if name in ("kafka", "coterie-pg", "coterie-pg x3") and \
+                not any(s.server == name for s in samples):
             continue
         s = best.get(name)
         lines.append(f"{name}: " + (f"no level with p99 < {p99_ms:g} ms" if s is None else
@@ -492,6 +551,13 @@ def summary(samples: list[Sample], p99_ms: float) -> tuple[str, float | None]:
             g = statistics.median(on_pg)
             lines.append(f"coterie on PostgreSQL {g:,.0f} heartbeats per CPU-second "
                          f"({1e6 / g:.0f} us each); on PostgreSQL / on files {g / c:.2f}")
+        three = [s.per_cpu for s in samples
+                 if s.server == "coterie-pg x3" and s.concurrency >= 8]
+        if three:
+            t = statistics.median(three)
+            lines.append(f"three brokers on PostgreSQL {t:,.0f} heartbeats per CPU-second of "
+                         f"the three ({1e6 / t:.0f} us each); / one broker on files "
+                         f"{t / c:.2f}")
         kafka = [s.per_cpu for s in samples if s.server == "kafka" and s.concurrency >= 8]
         if kafka:
             k = statistics.median(kafka)
@@ -512,6 +578,50 @@ def _settle(server: Server, args: argparse.Namespace,
         f"{time.monotonic() - started:.1f} s; steady-state request "
         f"{len(members[0].steady)} bytes, answer {len(response)} bytes")
     return members, response
+
+
+def _three_brokers(stack: contextlib.ExitStack, work: Path, args: argparse.Namespace,
+                   overrides: dict[str, str], log: Callable[[str], None]
+                   ) -> tuple[Server, list[Member], list[socket.socket], int]:
+    """Three brokers on one database of a PostgreSQL server of their own, pinned together
+    to the server core (this machine has two cores: the figure is what the three cost per
+    heartbeat, and each broker is a third of the load), the groups' coordinators spread
+    evenly over them; measured as one server."""
+    pg = postgres.start_server({"synchronous_commit": "on"})
+    stack.callback(pg.stop)
+    uri = f"postgresql://coterie@127.0.0.1:{pg.port}/" + \
+        pg.create_database().rsplit("dbname=", 1)[1]
+    servers: dict[int, Server] = {}
+    for node in (1, 2, 3):
+        port = free_port()
+        cmd = [*coterie_cmd(port, work / f"data-pg{node}", None, overrides),
+               "--storage", uri, "--node-id", str(node),
+               "--override", "offsets.topic.num.partitions=12"]
+        servers[node] = stack.enter_context(running(
+            f"coterie-pg{node}", cmd, args.server_core, work / f"coterie-pg{node}.log", port))
+    first = servers[1]
+    started = time.monotonic()
+    create_topic(f"{HOST}:{first.port}", TOPIC, args.partitions)
+    # Every broker has its share of the coordinators before the groups are placed.
+    deadline = time.monotonic() + 60
+    while True:
+        md = AdminClient({"bootstrap.servers": f"{HOST}:{first.port}", "log_level": 4}) \
+            .list_topics("__consumer_offsets", timeout=10).topics.get("__consumer_offsets")
+        leaders = {p.leader for p in md.partitions.values()} if md is not None else set()
+        if leaders == {1, 2, 3}:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"__consumer_offsets led by {leaders}, not by all three")
+        time.sleep(0.2)
+    groups = max(args.groups, 3)
+    placed = spread_groups({n: s.port for n, s in servers.items()}, groups)
+    members = join_spread(placed, args.members)
+    response = steady_answer(members)
+    log(f"coterie-pg x3: {args.members} members in {groups} groups over three brokers "
+        f"settled in {time.monotonic() - started:.1f} s")
+    cluster = Server("coterie-pg x3", first.proc, first.port,
+                     more=[servers[2].proc, servers[3].proc])
+    return cluster, members, [m.conn.sock for m in members], len(response)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -537,6 +647,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgresql", action="store_true",
                         help="also measure coterie as one broker of a cluster on PostgreSQL "
                              "(a server of its own, started by this script)")
+    parser.add_argument("--cluster", action="store_true",
+                        help="also measure three coterie brokers on one PostgreSQL database, "
+                             "the groups spread over them, all pinned to the server core")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="another broker property for coterie (repeatable)")
     parser.add_argument("--profile", type=Path, default=None,
@@ -583,6 +696,8 @@ def main(argv: list[str] | None = None) -> int:
             pg_members, pg_response = _settle(on_pg, args, log)
             targets.append((on_pg, pg_members, [m.conn.sock for m in pg_members],
                             len(pg_response)))
+        if args.cluster:
+            targets.append(_three_brokers(stack, work, args, overrides, log))
         bare_port = free_port()
         bare_cmd = [sys.executable, str(Path(__file__).resolve()), "--serve-bare",
                     str(bare_port), "--response", response.hex()]

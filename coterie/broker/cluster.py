@@ -225,12 +225,13 @@ class ClusterNode:
         self.clock_ms = clock_ms
         self._adopt_topics(self._topic_rows)
 
-    async def register(self, host: str, port: int) -> None:
-        """Register this broker at its advertised address (ClusterStartError while another
-        live broker has the node.id), then serve."""
+    async def register(self, host: str, port: int,
+                       listeners: dict[str, tuple[str, int]] | None = None) -> None:
+        """Register this broker at its advertised address, and each of its listeners'
+        (ClusterStartError while another live broker has the node.id), then serve."""
         assert self.db is not None
         self.membership = Membership(self.db, self.node_id, host, port, self._all_resources,
-                                     ttl=self.ttl, rack=self.rack)
+                                     ttl=self.ttl, rack=self.rack, listeners=listeners)
         # A broker restarted at once after a crash finds its former run's registration
         # still live: it waits for that to run out (a lease time) before it concludes that
         # another broker has its node.id.

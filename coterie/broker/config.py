@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coterie.assign.registry import UnknownAssignor, lookup
+from coterie.broker.listeners import Listener, ListenerError, listeners_from
+from coterie.broker.tls import TlsConfigError, server_context
 from coterie.group import ConsumerGroupConfig
 from coterie.log.errors import InvalidConfigError
 from coterie.log.open_files import MAX_OPEN_FILES_KEY, capacity_from
@@ -61,6 +63,9 @@ DEFAULTS: dict[str, str] = {
     # with its own group commits; a partition always writes through the same one, so its
     # appends keep their order (docs/cluster.md, "Writing").
     "cluster.write.connections": "1",
+    # How long a TLS client may take over its handshake before its connection is closed
+    # (coterie's own: Kafka's broker has no such bound).
+    "tls.handshake.timeout.ms": "10000",
 }
 
 STORAGE_SCHEMES = ("postgresql://", "postgres://")
@@ -90,12 +95,17 @@ class ConfigError(ValueError):
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java-style `.properties` text (`key=value` or `key: value`, `#`/`!` comments)."""
+    """Parse Java-style `.properties` text (`key=value` or `key: value`, `#`/`!` comments;
+    a line ending in a backslash goes on on the next one, as Kafka's inline PEM settings are
+    written)."""
     props: dict[str, str] = {}
-    for raw in text.splitlines():
+    lines = iter(text.splitlines())
+    for raw in lines:
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:  # an odd run: continued
+            line = line[:-1] + next(lines, "").strip()
         for sep in ("=", ":"):
             if sep in line:
                 key, _, value = line.partition(sep)
@@ -185,6 +195,25 @@ class BrokerConfig:
         except InvalidConfigError as e:
             raise ConfigError(str(e)) from None
         self.consumer_group_config()
+        if self.get_int("tls.handshake.timeout.ms") <= 0:
+            raise ConfigError("tls.handshake.timeout.ms must be positive")
+        for spec in self.listeners():
+            if spec.sasl:
+                raise ConfigError(f"listener {spec.name} is {spec.protocol}: coterie serves "
+                                  f"PLAINTEXT and SSL listeners; SASL is not served yet")
+            if spec.tls:
+                try:
+                    server_context(self.props, spec.name)
+                except TlsConfigError as e:
+                    raise ConfigError(str(e)) from None
+
+    def listeners(self) -> list[Listener]:
+        """The broker's listeners (coterie.broker.listeners: `listeners` wins over the
+        command line's host and port)."""
+        try:
+            return listeners_from(self.props, self.host, self.port)
+        except ListenerError as e:
+            raise ConfigError(str(e)) from None
 
     def consumer_group_config(self) -> ConsumerGroupConfig:
         """The group.consumer.* settings (Kafka's names, defaults and cross-checks)."""

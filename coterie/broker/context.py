@@ -55,6 +55,9 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    # The listener the request came in on (its name) and the connection's principal.
+    listener: str = "PLAINTEXT"
+    principal: str = "User:ANONYMOUS"
     # Why the request was refused, for responses that cannot say it themselves (JoinGroup has
     # no error message): the server logs it with every INVALID_REQUEST it sends.
     refusal: str | None = None

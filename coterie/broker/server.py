@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
-import os
 import shutil
 import socket
 import struct
@@ -41,9 +41,10 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker import heap
 from coterie.broker.apis import API_VERSIONS, APIS, Api
+from coterie.broker.client_connection import READ_CHUNK, ClientConnection, CloseConnection
 from coterie.broker.cluster import ClusterNode
 from coterie.broker.config import DEFAULTS, BrokerConfig, ConfigError
-from coterie.broker.connections import Connection, ConnectionTable, RateLimitedLog
+from coterie.broker.connections import ConnectionTable, RateLimitedLog
 from coterie.broker.context import Parked, RequestContext
 from coterie.broker.dynamic_configs import DynamicBrokerConfigs
 from coterie.broker.group_configs import GroupConfigs
@@ -60,6 +61,8 @@ from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.request_memory import RequestMemory
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
+from coterie.broker.tls import server_context
+from coterie.broker.tls_connection import TlsClientConnection
 from coterie.broker.topic_admin import TopicAdmin
 from coterie.broker.transactions import TXN_DEFAULTS, TXN_TOPIC, TxnRuntime
 from coterie.broker.waiters import FetchWaiters
@@ -71,7 +74,6 @@ from coterie.log.manager import LogManager, TopicInfo
 from coterie.wire.build import build, field_names
 from coterie.wire.codec import (
     DecodeError,
-    FileRange,
     RawResponse,
     decode_request_and_header,
     encode_response,
@@ -79,17 +81,10 @@ from coterie.wire.codec import (
     peek_header,
     response_schema,
 )
-from coterie.wire.framing import SMALL_FRAME, FrameBuffer, FrameTooLarge
+from coterie.wire.framing import SMALL_FRAME
 
 log = logging.getLogger("coterie.broker")
 
-READ_CHUNK = 256 * 1024
-# The most request-handling time one connection gets before others have a turn.
-TURN_S = 0.005
-# Answer bytes a connection may leave unread before we stop reading its requests.
-UNSENT_LIMIT = 1024 * 1024
-# Request bytes a connection may have waiting while one of its answers is awaited.
-READ_LIMIT = 2 * READ_CHUNK
 # Recent requests up to this size are kept decoded, this many (`Broker._handle_frame`).
 DECODED_MAX_BYTES = 512
 DECODED_MAX_ENTRIES = 2048
@@ -98,374 +93,6 @@ _DECODED: dict[bytes, tuple[Any, Any]] = {}
 # still here (see `Broker._handle_frame`).
 _SEEN: dict[bytes, None] = {}
 _CORRELATION = struct.Struct(">i")
-
-
-class CloseConnection(Exception):
-    """Raised inside request handling when the connection must be dropped."""
-
-
-class ClientConnection(Connection):
-    """One client connection (module docstring): a non-blocking socket's descriptor in the
-    broker's poller (coterie.broker.sockets). States: answering frames as they come; `busy`
-    while an answer is awaited by `task` or the rest of a turn is deferred; `write_paused`
-    while the client leaves more than UNSENT_LIMIT of answers unread (`out` holds what the
-    socket did not take yet); `closed` once it is dropped or, after the client's end of
-    stream, while its last answers are sent."""
-
-    __slots__ = (
-        "broker",
-        "busy",
-        "closed",
-        "eof",
-        "fd",
-        "frames",
-        "out",
-        "parked",
-        "port",
-        "reading",
-        "sent",
-        "task",
-        "write_paused",
-        "writing",
-    )
-
-    def __init__(self, broker: Broker, fd: int, ip: str, port: int) -> None:
-        Connection.__init__(self, ip)
-        self.broker = broker
-        self.fd = fd
-        self.port = port
-        self.frames = FrameBuffer(broker.config.socket_request_max_bytes,
-                                  broker.request_memory)
-        self.out: bytearray | None = None
-        self.sent: asyncio.Future | None = None  # resolved when `out` is empty again
-        self.busy = False
-        self.write_paused = False
-        self.closed = False
-        self.eof = False
-        self.reading = True  # as the poller watches it
-        self.writing = False
-        self.task: asyncio.Task | None = None
-        self.parked: Parked | None = None  # a request waiting for its answer's future
-
-    @property
-    def peer(self) -> str:
-        return f"{self.ip}:{self.port}"
-
-    # -- the poller's callbacks ----------------------------------------------------------
-    def readable(self) -> None:
-        if self.closed:
-            return
-        # Until a large frame has its memory, at most SMALL_FRAME bytes are read at once: a
-        # connection whose large frame waits for the pool then holds no more than that.
-        broker = self.broker
-        into = broker.read_into if self.frames.gathering_large else broker.read_small
-        try:
-            count = os.readv(self.fd, into)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            self._give_up(e)
-            return
-        if not count:
-            # The client will send no more; answer what it sent, then close.
-            self.eof = True
-            if self.busy or self.write_paused:
-                self._update_watch()
-            else:
-                self._serve()
-            return
-        self.last_read = time.monotonic()
-        self.frames.feed(self.broker.read_view[:count])
-        if self.busy or self.write_paused:
-            self._update_watch()
-        else:
-            self._serve()
-
-    def writable(self) -> None:
-        out = self.out
-        if out:
-            try:
-                count = os.write(self.fd, out)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                self._give_up(e)
-                return
-            del out[:count]
-        if out:
-            if not self.write_paused or len(out) > UNSENT_LIMIT // 4:
-                return
-        else:
-            self.out = None
-            sent = self.sent
-            if sent is not None:
-                self.sent = None
-                if not sent.done():
-                    sent.set_result(None)
-            if self.closed:  # closing after the client's end of stream: all is sent
-                self._drop()
-                return
-        if self.write_paused:
-            self.write_paused = False
-            if not self.busy and not self.closed:
-                self._serve()
-                return
-        self._update_watch()
-
-    def failed(self) -> None:
-        self.close()
-
-    # -- sending -------------------------------------------------------------------------
-    def write(self, data: Any) -> None:
-        """Send `data` now, or as much as the socket takes and the rest when it can."""
-        if self.fd < 0:
-            return
-        out = self.out
-        if out is not None:
-            out += data
-        else:
-            try:
-                count = os.write(self.fd, data)
-            except (BlockingIOError, InterruptedError):
-                count = 0
-            except OSError as e:
-                self._give_up(e)
-                return
-            if count == len(data):
-                return
-            out = self.out = bytearray(memoryview(data)[count:])
-        if len(out) > UNSENT_LIMIT:
-            self.write_paused = True
-        self._update_watch()
-
-    async def _all_sent(self) -> None:
-        """Wait until the socket took everything written so far."""
-        while self.out is not None or self.sent is not None:
-            if self.fd < 0:
-                raise ConnectionResetError("connection closed")
-            if self.sent is None:
-                self.sent = asyncio.get_running_loop().create_future()
-                self._update_watch()
-            await self.sent
-        if self.fd < 0:
-            raise ConnectionResetError("connection closed")
-
-    async def _can_send(self) -> None:
-        """Wait until the socket can take more (after a sendfile that would block)."""
-        self.sent = asyncio.get_running_loop().create_future()
-        self._update_watch()
-        await self._all_sent()
-
-    async def _stream(self, response: RawResponse) -> None:
-        """Send a response whose file ranges go from file to socket by sendfile (Fetch
-        answers: the stored batches never pass through Python, as in Kafka)."""
-        try:
-            self.write(response.buffer)
-            for piece in response.rest:
-                if type(piece) is not FileRange:
-                    self.write(piece)
-                    continue
-                await self._all_sent()
-                offset, left = piece.offset, piece.count
-                while left:
-                    try:
-                        sent = os.sendfile(self.fd, piece.fd, offset, left)
-                    except (BlockingIOError, InterruptedError):
-                        await self._can_send()
-                        continue
-                    except OSError as e:
-                        if isinstance(e, ConnectionError) or self.fd < 0:
-                            raise
-                        # No sendfile for this file or socket: read and write instead.
-                        self.write(os.pread(piece.fd, left, offset))
-                        break
-                    if not sent:  # the file is shorter than the batches it should hold
-                        raise CloseConnection(f"short sendfile: {piece.count - left} of "
-                                              f"{piece.count} bytes")
-                    offset += sent
-                    left -= sent
-        except OSError as e:
-            if isinstance(e, ConnectionError):
-                raise
-            raise CloseConnection(f"cannot send a response: {e}") from e
-        finally:
-            response.close()
-
-    # -- closing -------------------------------------------------------------------------
-    def close(self) -> None:
-        """Drop the connection now, unsent answers and all."""
-        self.closed = True
-        self.out = None
-        self._drop()
-
-    def _close_when_sent(self) -> None:
-        self.closed = True
-        if self.out is None:
-            self._drop()
-        else:
-            self._update_watch()
-
-    def _drop(self) -> None:
-        fd = self.fd
-        if fd < 0:
-            return
-        self.fd = -1
-        self.closed = True
-        broker = self.broker
-        self.frames.close()
-        broker.request_memory.forget(self)
-        broker.poller.remove(fd)
-        os.close(fd)
-        broker.connections.remove(self)
-        sent = self.sent
-        if sent is not None and not sent.done():
-            sent.set_exception(ConnectionResetError("connection closed"))
-            sent.exception()  # retrieved: nobody may be waiting for it
-        # An answer still being awaited finishes on its own and is dropped.
-        log.debug("connection from %s closed", self.peer)
-
-    # -- serving -------------------------------------------------------------------------
-    def _update_watch(self) -> None:
-        """Read while answers are being sent and requests do not pile up unanswered; watch
-        for writing while something waits to be sent."""
-        if self.fd < 0:
-            return
-        read = (not self.closed and not self.eof and not self.write_paused
-                and not self.frames.blocked
-                and (not self.busy or self.frames.pending <= READ_LIMIT))
-        write = self.out is not None or self.sent is not None
-        if read is not self.reading or write is not self.writing:
-            self.reading = read
-            self.writing = write
-            self.broker.poller.watch(self.fd, read, write)
-
-    def _serve(self) -> None:
-        """Answer the buffered frames in order until none is left, an answer must be
-        awaited (a task goes on), the client stops reading (`writable` goes on) or the
-        turn is used up (the loop's next round goes on)."""
-        broker = self.broker
-        turn_start = time.monotonic()
-        try:
-            while not self.closed:
-                frame = self.frames.next_frame()
-                if frame is None:
-                    break
-                out = broker._handle_frame(frame, self.peer)
-                if type(out) is Parked:
-                    self.busy = True
-                    self.waiting = True
-                    self.parked = out
-                    out.future.add_done_callback(self._parked_done)
-                    self._update_watch()
-                    return
-                if type(out) is CoroutineType or type(out) is RawResponse:
-                    self.busy = True
-                    self.task = asyncio.get_running_loop().create_task(self._finish(out))
-                    self._update_watch()
-                    return
-                if out is not None:
-                    self.write(out)
-                if self.write_paused:
-                    return
-                if time.monotonic() - turn_start > TURN_S:
-                    # Many pipelined requests in one read: let other connections have a
-                    # turn before the next one.
-                    self.busy = True
-                    asyncio.get_running_loop().call_soon(self._next_turn)
-                    self._update_watch()
-                    return
-        except Exception as e:
-            self._give_up(e)
-            return
-        if self.frames.blocked and not self.closed:
-            # A large frame waits for request memory (coterie.broker.request_memory).
-            self.broker.request_memory.wait(self, self._memory_back)
-            self._update_watch()
-        elif self.eof and not self.closed:
-            self._close_when_sent()
-        elif not self.reading:
-            self._update_watch()
-
-    def _give_up(self, error: BaseException) -> None:
-        """Close the connection after `error`: a refusal (oversized or undecodable frame,
-        a handler's CloseConnection) with one warning line, a bug of ours with its
-        traceback, a client gone or a broker stopping quietly."""
-        if isinstance(error, FrameTooLarge | CloseConnection):
-            log.warning("closing connection from %s: %s", self.peer, error)
-        elif not isinstance(error, ConnectionError | asyncio.CancelledError):
-            log.error("closing connection from %s: serving it failed", self.peer,
-                      exc_info=error)
-        self.close()
-
-    def _memory_back(self) -> None:
-        """Request memory was given back: try again for the large frame, on the loop's next
-        round (not inside the release that woke us)."""
-        asyncio.get_running_loop().call_soon(self._retry_frame)
-
-    def _retry_frame(self) -> None:
-        if self.closed:
-            return
-        if not self.busy and not self.write_paused:
-            self._serve()
-        else:
-            self._update_watch()
-
-    def _next_turn(self) -> None:
-        self.busy = False
-        if not self.closed and not self.write_paused:
-            self._serve()
-        else:
-            self._update_watch()
-
-    def _parked_done(self, future: asyncio.Future) -> None:
-        """A parked request's answer is there: send it, and go on with the frames that
-        waited meanwhile."""
-        parked = self.parked
-        self.parked = None
-        self.waiting = False
-        if self.closed or parked is None:
-            return
-        try:
-            out = self.broker._answer_parked(parked, future.result())
-            if out is not None:
-                self.write(out)
-        except (Exception, asyncio.CancelledError) as e:
-            self._give_up(e)
-            return
-        self.busy = False
-        if not self.closed and not self.write_paused:
-            self._serve()
-        else:
-            self._update_watch()
-
-    async def _finish(self, out: Any) -> None:
-        """Await an answer (async handler, worker-thread encoding, sendfile), send it, and
-        go on with the frames that waited meanwhile."""
-        try:
-            if type(out) is CoroutineType:
-                self.waiting = True
-                try:
-                    out = await out
-                finally:
-                    self.waiting = False
-            if self.closed:
-                if type(out) is RawResponse:
-                    out.close()
-                return
-            if type(out) is RawResponse:
-                await self._stream(out)
-            elif out is not None:
-                self.write(out)
-        except (Exception, asyncio.CancelledError) as e:
-            self._give_up(e)
-            return
-        finally:
-            self.task = None
-        self.busy = False
-        if not self.closed and not self.write_paused:
-            self._serve()
-        else:
-            self._update_watch()
 
 
 def new_cluster_id() -> str:
@@ -511,7 +138,13 @@ class Broker:
         # listener the command line gives) and coterie's defaults; the parts that act on
         # them are handed every change (`_dynamic_changed`).
         static = {k: config.props[k] for k in config.explicit if k in config.props}
-        static["listeners"] = f"PLAINTEXT://{config.host}:{config.port}"
+        if "listeners" not in static:
+            static["listeners"] = f"PLAINTEXT://{config.host}:{config.port}"
+        # Kafka's listeners (coterie.broker.listeners), each SSL one with its TLS context.
+        self.listener_specs = config.listeners()
+        self.tls_contexts = {spec.name: server_context(config.props, spec.name)
+                             for spec in self.listener_specs if spec.tls}
+        self.tls_handshake_timeout_s = config.get_int("tls.handshake.timeout.ms") / 1000
         self.dynamic_configs = DynamicBrokerConfigs(
             config.data_dir, static, {**GROUP_DEFAULTS, **TXN_DEFAULTS, **DEFAULTS})
         effective = self.dynamic_configs.effective()
@@ -584,7 +217,7 @@ class Broker:
             transactions=self.transactions, group_configs=self.group_configs,
             dynamic_configs=self.dynamic_configs, steady_answers=SteadyAnswers(),
             cluster=cluster)
-        self._listener: Listener | None = None
+        self._listeners: list[Listener] = []
         self.poller: Poller | LoopPoller | None = None
         self._stopped: asyncio.Future | None = None
         # Every connection reads into this buffer, then keeps what it got (one per broker:
@@ -686,24 +319,39 @@ class Broker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.poller = make_poller(loop)
-        self._listener = Listener(loop, self.config.host, self.config.port, self._accepted,
-                                  self._accept_errors, accepting=self.cluster is None)
-        if self.config.port == 0:
-            # Listening on an ephemeral port: advertise the one we actually got.
+        try:
+            for spec in self.listener_specs:
+                self._listeners.append(Listener(
+                    loop, spec.host, spec.port, functools.partial(self._accepted, spec.name),
+                    self._accept_errors, accepting=self.cluster is None))
+        except BaseException:
+            for listening in self._listeners:
+                listening.close()
+            raise
+        for spec, listening in zip(self.listener_specs, self._listeners, strict=True):
+            # Listening on an ephemeral port: advertise the one it got.
+            self.services.addresses[spec.name] = (
+                spec.advertised_host, spec.advertised_port or listening.port)
+        first = self.listener_specs[0]
+        if self.config.port == 0 or first.port != self.config.port:
             self.config.port = self.port
+        if self.config.props.get("listeners"):
+            self.config.host = first.host or self.config.host
         self._stopped = loop.create_future()
         if self.cluster is not None:
             try:
-                await self.cluster.register(self.config.advertised_host,
-                                            self.config.advertised_port)
+                host, port = self.services.address(first.name)
+                await self.cluster.register(host, port, dict(self.services.addresses))
             except BaseException:
-                self._listener.close()
+                for listening in self._listeners:
+                    listening.close()
                 raise
             self._tasks.append(asyncio.create_task(self.cluster.run()))
             # Clients wait in the listening backlog until this broker serves its share
             # (copied and loaded), so the first requests after a restart find it ready.
             await self.cluster.settled(timeout=self.cluster.ttl * 2)
-            self._listener.accept_from_now()
+            for listening in self._listeners:
+                listening.accept_from_now()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self.load_groups()))
         if self.cleaner is not None:
@@ -714,16 +362,23 @@ class Broker:
 
     @property
     def port(self) -> int:
-        assert self._listener is not None
-        return self._listener.port
+        assert self._listeners
+        return self._listeners[0].port
+
+    def listener_port(self, name: str) -> int:
+        """The port the listener named `name` listens on."""
+        for spec, listening in zip(self.listener_specs, self._listeners, strict=True):
+            if spec.name == name.upper():
+                return listening.port
+        raise KeyError(name)
 
     async def serve_forever(self) -> None:
         assert self._stopped is not None
         await asyncio.shield(self._stopped)
 
     async def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
+        for listening in self._listeners:
+            listening.close()
         connections = [c for c in self.connections.live() if isinstance(c, ClientConnection)]
         tasks = [*self._tasks, *(c.task for c in connections if c.task is not None)]
         for conn in connections:
@@ -808,8 +463,9 @@ class Broker:
             conn.close()
             conn.last_read = float("inf")  # reported once
 
-    def _accepted(self, sock: socket.socket, address: Any) -> None:
-        """A new connection: refused at once over a connection limit, else served."""
+    def _accepted(self, listener: str, sock: socket.socket, address: Any) -> None:
+        """A new connection on `listener`: refused at once over a connection limit, else
+        served (through TLS on an SSL listener)."""
         ip = shared_str(str(address[0])) if isinstance(address, tuple) else "?"
         port = address[1] if isinstance(address, tuple) else 0
         refusal = self.connections.refusal(ip)
@@ -818,12 +474,18 @@ class Broker:
             sock.close()
             return
         assert self.poller is not None
-        conn = ClientConnection(self, sock.detach(), ip, port)
+        context = self.tls_contexts.get(listener)
+        conn: ClientConnection
+        if context is None:
+            conn = ClientConnection(self, sock.detach(), ip, port, listener)
+        else:
+            conn = TlsClientConnection(self, sock.detach(), ip, port, listener, context)
         self.connections.add(conn)
         self.poller.add(conn.fd, conn)
         log.debug("connection from %s", conn.peer)
 
-    def _handle_frame(self, frame: bytes, peer: str) -> Any:
+    def _handle_frame(self, frame: bytes, peer: str, listener: str = "PLAINTEXT",
+                      principal: str = "User:ANONYMOUS") -> Any:
         """Decode, dispatch and encode one request. Returns the encoded answer (bytes, or a
         RawResponse to stream), None for no answer, a `Parked` request (its answer comes
         with its future), or, for an async handler, a coroutine that returns one of those:
@@ -854,7 +516,7 @@ class Broker:
                 raise CloseConnection(f"{_who(head, peer)} sent unknown api_key={api_key}")
             return self._unsupported_version(api, head, _who(head, peer))
         if len(frame) >= BIG_FRAME:
-            return self._handle_big_frame(frame, api, version, peer)
+            return self._handle_big_frame(frame, api, version, peer, listener, principal)
         key = None
         decoded = None
         if len(frame) <= DECODED_MAX_BYTES:
@@ -882,7 +544,7 @@ class Broker:
             log.debug("%s -> %s v%d corr=%d", _who(head, peer), api.name, version,
                       correlation_id)
         ctx = RequestContext(self.services, api_key, version, correlation_id,
-                             head.client_id, peer)
+                             head.client_id, peer, listener, principal)
         try:
             response = api.handler(ctx, request)
         except Exception as e:
@@ -904,7 +566,8 @@ class Broker:
         return out
 
     async def _handle_big_frame(self, frame: bytes, api: Api, version: int,
-                                peer: str) -> Any:
+                                peer: str, listener: str = "PLAINTEXT",
+                                principal: str = "User:ANONYMOUS") -> Any:
         """`_handle_frame` for a frame of BIG_FRAME bytes or more: decoded, and answered,
         on a worker thread, with the coordinator hashes of its long strings computed there
         and lent while the handler runs (coterie.broker.large)."""
@@ -915,7 +578,7 @@ class Broker:
             raise CloseConnection(f"{peer}: {e}") from e
         del frame
         ctx = RequestContext(self.services, api.key, version, head.correlation_id,
-                             head.client_id, peer)
+                             head.client_id, peer, listener, principal)
         lend(hashes)
         try:
             try:

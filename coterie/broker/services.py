@@ -9,7 +9,7 @@ broker package free of import cycles (the server imports handlers, never the rev
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from coterie.broker.config import BrokerConfig
@@ -52,6 +52,19 @@ class Services:
     # A cluster broker's part in its cluster (coterie.broker.cluster.ClusterNode); None on a
     # single broker.
     cluster: Any = None
+    # Each listener's advertised (host, port), by listener name (coterie.broker.listeners),
+    # once the broker listens: what a client that came in on it is told.
+    addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def now_ms(self) -> int:
         return self.clock()
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """This broker's advertised address on `listener` (its first listener's if the
+        name is not one of them: a request made up by a test)."""
+        found = self.addresses.get(listener)
+        if found is None:
+            if self.addresses:
+                return next(iter(self.addresses.values()))
+            return self.config.advertised_host, self.config.advertised_port
+        return found

@@ -86,15 +86,18 @@ async def _serve(config: BrokerConfig) -> None:
     except OSError as e:
         broker.logs.close()
         reason = "address already in use" if e.errno == errno.EADDRINUSE else (e.strerror or e)
-        _fail(f"cannot listen on {config.host}:{config.port}: {reason}")
+        where = config.props.get("listeners") or f"{config.host}:{config.port}"
+        _fail(f"cannot listen on {where}: {reason}")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    click.echo(f"coterie: serving on {config.host}:{broker.port}; "
-               f"connect with bootstrap.servers={config.advertised_host}:{broker.port}",
-               err=True)
+    for spec in broker.listener_specs:
+        host, port = broker.services.address(spec.name)
+        click.echo(f"coterie: serving {spec.name} ({spec.protocol}) on "
+                   f"{spec.host or '*'}:{broker.listener_port(spec.name)}; connect with "
+                   f"bootstrap.servers={host}:{port}", err=True)
     serve_task = asyncio.create_task(broker.serve_forever())
     await stop.wait()
     logging.getLogger("coterie.broker").info("shutting down")

@@ -13,8 +13,9 @@ old process whose registration was replaced cannot keep the new one alive.
 
 from __future__ import annotations
 
+import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coterie.storage.database import Database
 from coterie.storage.errors import NodeIdInUse, RegistrationLost
@@ -38,14 +39,26 @@ class BrokerRow:
     host: str
     port: int
     rack: str | None
+    # Each listener's advertised (host, port) by listener name (schema version 4); a broker
+    # registered without them has only `host`/`port`.
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where a client that came in on `listener` reaches this broker; None when this
+        broker has no such listener (Kafka leaves it out of that client's metadata)."""
+        if not self.listeners:
+            return self.host, self.port
+        return self.listeners.get(listener)
 
 
 _REGISTER = """
-INSERT INTO brokers AS b (node_id, host, port, rack, incarnation, registered_at, expires_at)
-VALUES (%(node)s, %(host)s, %(port)s, %(rack)s, %(incarnation)s, clock_timestamp(),
-        clock_timestamp() + %(ttl)s * interval '1 second')
+INSERT INTO brokers AS b (node_id, host, port, rack, listeners, incarnation, registered_at,
+                         expires_at)
+VALUES (%(node)s, %(host)s, %(port)s, %(rack)s, %(listeners)s::jsonb, %(incarnation)s,
+        clock_timestamp(), clock_timestamp() + %(ttl)s * interval '1 second')
 ON CONFLICT (node_id) DO UPDATE
     SET host = EXCLUDED.host, port = EXCLUDED.port, rack = EXCLUDED.rack,
+        listeners = EXCLUDED.listeners,
         incarnation = EXCLUDED.incarnation, registered_at = EXCLUDED.registered_at,
         expires_at = EXCLUDED.expires_at
     WHERE b.expires_at <= clock_timestamp()
@@ -54,14 +67,16 @@ RETURNING incarnation
 
 
 async def register(db: Database, node_id: int, host: str, port: int, ttl: float,
-                   rack: str | None = None) -> Registration:
-    """Register this broker as `node_id` at host:port for `ttl` seconds. Raises NodeIdInUse
-    while another registration of the node.id is live."""
+                   rack: str | None = None,
+                   listeners: dict[str, tuple[str, int]] | None = None) -> Registration:
+    """Register this broker as `node_id` at host:port (and each listener's address) for
+    `ttl` seconds. Raises NodeIdInUse while another registration of the node.id is live."""
     incarnation = uuid.uuid4()
+    named = json.dumps({name: [h, p] for name, (h, p) in (listeners or {}).items()})
     async with db.session() as conn:
         cur = await conn.execute(_REGISTER, {"node": node_id, "host": host, "port": port,
-                                             "rack": rack, "incarnation": incarnation,
-                                             "ttl": ttl})
+                                             "rack": rack, "listeners": named,
+                                             "incarnation": incarnation, "ttl": ttl})
         row = await cur.fetchone()
         if row is None:
             cur = await conn.execute(
@@ -100,7 +115,9 @@ async def live_brokers(db: Database) -> list[BrokerRow]:
     """The brokers whose registration has not expired, by node.id."""
     async with db.session() as conn:
         cur = await conn.execute(
-            "SELECT node_id, host, port, rack FROM brokers "
+            "SELECT node_id, host, port, rack, listeners FROM brokers "
             "WHERE expires_at > clock_timestamp() ORDER BY node_id")
         rows = await cur.fetchall()
-    return [BrokerRow(int(n), h, int(p), r) for n, h, p, r in rows]
+    return [BrokerRow(int(n), h, int(p), r,
+                      {name: (str(a[0]), int(a[1])) for name, a in (named or {}).items()})
+            for n, h, p, r, named in rows]

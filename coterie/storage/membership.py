@@ -51,10 +51,12 @@ class Membership:
 
     def __init__(self, db: Database, node_id: int, host: str, port: int,
                  resources: Callable[[], Sequence[Resource]], ttl: float = 6.0,
-                 clock: Callable[[], float] = time.monotonic, rack: str | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, rack: str | None = None,
+                 listeners: dict[str, tuple[str, int]] | None = None) -> None:
         self.db = db
         self.node_id = node_id
         self.address = (host, port, rack)
+        self.listeners = dict(listeners or {})  # every listener's advertised address
         self.resources = resources
         self.ttl = ttl
         self.clock = clock
@@ -66,7 +68,7 @@ class Membership:
         """Register; NodeIdInUse while a live broker holds this node.id."""
         host, port, rack = self.address
         self._registration = await brokers.register(self.db, self.node_id, host, port,
-                                                    self.ttl, rack)
+                                                    self.ttl, rack, self.listeners)
 
     def lease(self, resource: Resource) -> Lease | None:
         """The lease this broker may serve `resource` under now, or None."""

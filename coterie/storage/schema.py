@@ -144,10 +144,18 @@ CREATE TABLE cluster_broker_configs (
 );
 """
 
+# Each broker's listeners (coterie.broker.listeners): the advertised address of every
+# listener by its name, so that a client is told the addresses of the listener it uses.
+_V4 = """
+ALTER TABLE brokers ADD COLUMN listeners jsonb NOT NULL DEFAULT '{}'::jsonb
+    CHECK (jsonb_typeof(listeners) = 'object');
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "topics, partitions, batches, brokers, leases, producer-id blocks", _V1),
     Migration(2, "the cluster's id", _V2),
     Migration(3, "groups' own configs and the cluster-wide broker configs", _V3),
+    Migration(4, "each broker's listeners", _V4),
 )
 
 

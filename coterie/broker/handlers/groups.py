@@ -48,8 +48,9 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
         elif ctx.services.cluster is not None:
             entries.append(_cluster_coordinator(ctx, key, key_type))
         else:
+            host, port = ctx.services.address(ctx.listener)
             entries.append({"key": key, "error_code": ErrorCode.none, "node_id": cfg.node_id,
-                            "host": cfg.advertised_host, "port": cfg.advertised_port})
+                            "host": host, "port": port})
     if ctx.api_version >= 4:
         return ctx.respond({"coordinators": entries})
     return ctx.respond(entries[0])
@@ -68,13 +69,14 @@ def _cluster_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[s
         topic, partition = OFFSETS_TOPIC, services.groups.partition_of(key)
     info = services.logs.topics.get(topic)
     lease = None if info is None else cluster.leader(topic, partition, info.topic_id)
-    address = None if lease is None else next(
+    owner = None if lease is None else next(
         (b for b in cluster.brokers if b.node_id == lease.owner), None)
+    address = None if owner is None else owner.address(ctx.listener)
     if lease is None or address is None:
         return {**unavailable, "error_message": f"no live broker leads {topic}-{partition} "
                 "now"}
     return {"key": key, "error_code": ErrorCode.none, "node_id": lease.owner,
-            "host": address.host, "port": address.port}
+            "host": address[0], "port": address[1]}
 
 
 def _join_answer(ctx: RequestContext, r: JoinGroupResponse) -> Any:

@@ -72,14 +72,21 @@ def _cluster_topic_entry(cluster: Any, info: Any) -> dict[str, Any]:
 
 
 def brokers(ctx: RequestContext) -> list[dict[str, Any]]:
-    """The live brokers: this one alone, or a cluster's as of its last round."""
-    cfg = ctx.services.config
-    cluster = ctx.services.cluster
+    """The live brokers, at their addresses on the listener the request came in on: this
+    one alone, or a cluster's as of its last round."""
+    services = ctx.services
+    cluster = services.cluster
     if cluster is None or not cluster.brokers:
-        return [{"node_id": cfg.node_id, "host": cfg.advertised_host,
-                 "port": cfg.advertised_port, "rack": None}]
-    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in cluster.brokers]
+        host, port = services.address(ctx.listener)
+        return [{"node_id": services.config.node_id, "host": host, "port": port,
+                 "rack": None}]
+    out = []
+    for b in cluster.brokers:
+        found = b.address(ctx.listener)
+        if found is not None:  # a broker without this listener is not listed (Kafka)
+            out.append({"node_id": b.node_id, "host": found[0], "port": found[1],
+                        "rack": b.rack})
+    return out
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -135,13 +142,14 @@ def _asked(version: int, request: Any) -> tuple[bool, bool]:
             8 <= version <= 10 and bool(request.include_cluster_authorized_operations))
 
 
-# The all-topics answer per (broker, version, authorized operations asked), with the topics
-# it was made from: clients and consoles ask for it over and over, and a client that
-# pipelines it could otherwise keep the broker busy building the same megabyte again and
-# again. The asked flags select the encoding, so an answer made with the operations never
-# serves a request without them, nor the other way round. Every principal gets the same
-# operations today (coterie.broker.authorized); once they depend on it, so must the key.
-_ALL_TOPICS: dict[tuple[int, int, bool, bool], tuple[Any, tuple, Any]] = {}
+# The all-topics answer per (broker, listener, version, authorized operations asked), with
+# the topics it was made from (each listener's answer names its own addresses): clients and
+# consoles ask for it over and over, and a client that pipelines it could otherwise keep the
+# broker busy building the same megabyte again and again. The asked flags select the
+# encoding, so an answer made with the operations never serves a request without them, nor
+# the other way round. Every principal gets the same operations today
+# (coterie.broker.authorized); once they depend on it, so must the key.
+_ALL_TOPICS: dict[tuple[int, str, int, bool, bool], tuple[Any, tuple, Any]] = {}
 
 
 def _all_topics(ctx: RequestContext, asked: tuple[bool, bool]) -> Any:
@@ -149,7 +157,7 @@ def _all_topics(ctx: RequestContext, asked: tuple[bool, bool]) -> Any:
     stamp = (tuple((info.name, info.topic_id, info.partitions)
                    for info in services.logs.topics.values()),
              None if services.cluster is None else services.cluster.version)
-    key = (id(services), ctx.api_version, *asked)
+    key = (id(services), ctx.listener, ctx.api_version, *asked)
     cached = _ALL_TOPICS.get(key)
     if cached is not None and cached[0] is services and cached[1] == stamp:
         return cached[2]

@@ -1,0 +1,213 @@
+"""Listeners and TLS (issue 25, points 1 and 2) with real clients over real sockets.
+
+A broker with a PLAINTEXT and an SSL listener at once, configured with Kafka's PEM settings
+(scripts/make-test-certs makes the CA and certificates, once per session): confluent-kafka
+and kafka-python produce, consume in a group and fetch over TLS; each listener's Metadata
+names that listener's address; the inline PEM settings and an encrypted key work; mutual TLS
+lets a client with a certificate from the trusted CA in and keeps the others out; and
+clients that misbehave (plaintext sent to the TLS port, a handshake that stalls, garbage)
+are closed while other clients are served.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from coterie.broker.tls import principal_of
+from tests.fixtures.coterie_broker import CoterieBroker, free_port
+
+pytestmark = pytest.mark.timeout(180)
+
+REPO = Path(__file__).resolve().parents[2]
+API_VERSIONS_V0 = bytes.fromhex("0000000a" "0012" "0000" "00000007" "ffff")
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("openssl") is None:
+        pytest.skip("the TLS tests need the openssl command (Debian's openssl package) to "
+                    "make their certificates")
+    out = tmp_path_factory.mktemp("certs")
+    subprocess.run([str(REPO / "scripts" / "make-test-certs"), str(out)], check=True)
+    return out
+
+
+def _broker(tmp_path: Path, name: str, **settings: str) -> CoterieBroker:
+    """A broker with a PLAINTEXT listener on its own port and an SSL one on another."""
+    b = CoterieBroker(tmp_path / name)
+    b.ssl_port = free_port()  # type: ignore[attr-defined]
+    b.config.update({"listeners": f"PLAINTEXT://127.0.0.1:{b.port},"
+                                  f"SSL://127.0.0.1:{b.ssl_port}", **settings})
+    return b
+
+
+@pytest.fixture
+def tls_broker(tmp_path: Path, certs: Path) -> Iterator[CoterieBroker]:
+    b = _broker(tmp_path, "data", **{"ssl.keystore.location": str(certs / "server.pem"),
+                                     "tls.handshake.timeout.ms": "1500"})
+    b.start()
+    yield b
+    b.stop()
+
+
+def _tls_conn(port: int, certs: Path, client: str | None = None) -> ssl.SSLSocket:
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    if client is not None:
+        ctx.load_cert_chain(str(certs / f"{client}.crt"), str(certs / f"{client}.key"))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return ctx.wrap_socket(raw, server_hostname="localhost")
+
+
+def _api_versions(sock: socket.socket) -> bytes:
+    """Send ApiVersions v0 and return the answer's body (b"" if the connection closed)."""
+    sock.sendall(API_VERSIONS_V0)
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            return b""
+        head += chunk
+    size = int.from_bytes(head, "big")
+    body = b""
+    while len(body) < size:
+        chunk = sock.recv(size - len(body))
+        if not chunk:
+            return b""
+        body += chunk
+    return body
+
+
+def _closed(sock: socket.socket, wait: float) -> bool:
+    """Whether the peer closes the connection (end of stream, a reset or a TLS alert)
+    within `wait` seconds."""
+    sock.settimeout(wait)
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionError, ssl.SSLError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def _ssl_client(b: CoterieBroker, certs: Path, **more: str) -> dict[str, str]:
+    return {"bootstrap.servers": f"127.0.0.1:{b.ssl_port}", "security.protocol": "SSL",
+            "ssl.ca.location": str(certs / "ca.pem"), **more}
+
+
+def test_clients_produce_consume_and_fetch_over_tls_each_listener_naming_its_address(
+        tls_broker: CoterieBroker, certs: Path) -> None:
+    b = tls_broker
+    on_ssl = AdminClient(_ssl_client(b, certs)).list_topics(timeout=10)
+    assert {(x.host, x.port) for x in on_ssl.brokers.values()} == {("127.0.0.1", b.ssl_port)}
+    on_plain = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10)
+    assert {(x.host, x.port) for x in on_plain.brokers.values()} == {("127.0.0.1", b.port)}
+
+    p = Producer(_ssl_client(b, certs, **{"linger.ms": "5"}))
+    values = [f"{i:05d}".encode() * 200 for i in range(2000)]  # 2 MB: fetches span files
+    for v in values:
+        p.produce("over-tls", value=v)
+    assert p.flush(30) == 0
+    c = Consumer(_ssl_client(b, certs, **{"group.id": "tls-group",
+                                          "auto.offset.reset": "earliest"}))
+    c.subscribe(["over-tls"])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(values) and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.commit(asynchronous=False)
+    c.close()
+    assert got == values
+
+    from kafka import KafkaConsumer
+    k = KafkaConsumer("over-tls", bootstrap_servers=f"127.0.0.1:{b.ssl_port}",
+                      security_protocol="SSL", ssl_cafile=str(certs / "ca.pem"),
+                      auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+    try:
+        seen = [m.value for m, _ in zip(k, range(len(values)), strict=False)]
+    finally:
+        k.close()
+    assert seen == values
+
+
+def test_inline_pem_and_an_encrypted_key(tmp_path: Path, certs: Path) -> None:
+    def continued(pem: str) -> str:  # as a properties file holds it: lines go on with "\"
+        return " \\\n    ".join(pem.strip().splitlines())
+
+    chain = (certs / "server.crt").read_text() + (certs / "ca.pem").read_text()
+    inline = _broker(tmp_path, "inline", **{
+        "ssl.keystore.key": continued((certs / "server.key").read_text()),
+        "ssl.keystore.certificate.chain": continued(chain)})
+    encrypted = _broker(tmp_path, "encrypted", **{
+        "ssl.keystore.location": str(certs / "server-encrypted.pem"),
+        "ssl.key.password": "secret"})
+    for b in (inline, encrypted):
+        b.start()
+        try:
+            with _tls_conn(b.ssl_port, certs) as conn:
+                assert _api_versions(conn)[4:6] == b"\x00\x00"  # error code NONE
+        finally:
+            b.stop()
+
+
+def test_mutual_tls_lets_in_the_trusted_clients_only(tmp_path: Path, certs: Path) -> None:
+    b = _broker(tmp_path, "mtls", **{"ssl.keystore.location": str(certs / "server.pem"),
+                                     "ssl.truststore.location": str(certs / "ca.pem"),
+                                     "ssl.client.auth": "required"})
+    b.start()
+    try:
+        with _tls_conn(b.ssl_port, certs, client="client") as conn:
+            assert _api_versions(conn)[4:6] == b"\x00\x00"
+        for who in (None, "stranger"):  # no certificate; one from an untrusted CA
+            try:
+                with _tls_conn(b.ssl_port, certs, client=who) as conn:
+                    assert _api_versions(conn) == b""
+            except (ssl.SSLError, ConnectionError):
+                pass  # refused during the handshake
+        # librdkafka with the client certificate: a whole round trip.
+        p = Producer(_ssl_client(b, certs, **{
+            "ssl.certificate.location": str(certs / "client.crt"),
+            "ssl.key.location": str(certs / "client.key")}))
+        p.produce("mtls", value=b"x")
+        assert p.flush(30) == 0
+    finally:
+        b.stop()
+    # The principal the broker takes from that certificate (Kafka's default mapping).
+    decoded = ssl._ssl._test_decode_cert(str(certs / "client.crt"))  # type: ignore[attr-defined]
+    assert principal_of(decoded) == "User:CN=alice,OU=eng,O=coterie-test"
+
+
+def test_misbehaving_tls_clients_are_closed_and_others_served(
+        tls_broker: CoterieBroker, certs: Path) -> None:
+    b = tls_broker
+    plaintext = socket.create_connection(("127.0.0.1", b.ssl_port), timeout=10)
+    plaintext.sendall(API_VERSIONS_V0)  # Kafka's bytes where a TLS record belongs
+    stalled = socket.create_connection(("127.0.0.1", b.ssl_port), timeout=10)
+    half = socket.create_connection(("127.0.0.1", b.ssl_port), timeout=10)
+    half.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello, cut short
+    started = time.monotonic()
+    # Meanwhile a well-behaved client is answered at once, on either listener.
+    with _tls_conn(b.ssl_port, certs) as good:
+        assert _api_versions(good)[4:6] == b"\x00\x00"
+    with socket.create_connection(("127.0.0.1", b.port), timeout=10) as plain:
+        assert _api_versions(plain)[4:6] == b"\x00\x00"
+    assert time.monotonic() - started < 1.0
+    assert _closed(plaintext, 5)
+    # The stalled handshakes are closed once tls.handshake.timeout.ms (1.5 s) has passed.
+    assert _closed(stalled, 10) and _closed(half, 10)
+    assert time.monotonic() - started >= 1.0
+    for s in (plaintext, stalled, half):
+        s.close()
+    with _tls_conn(b.ssl_port, certs) as again:
+        assert _api_versions(again)[4:6] == b"\x00\x00"

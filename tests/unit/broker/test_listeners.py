@@ -1,0 +1,80 @@
+"""Kafka's listener settings read into coterie's listeners (coterie.broker.listeners) and
+the principal a client certificate names (coterie.broker.tls.principal_of)."""
+
+from __future__ import annotations
+
+import pytest
+
+from coterie.broker.config import BrokerConfig, ConfigError
+from coterie.broker.listeners import Listener, ListenerError, listeners_from
+from coterie.broker.tls import principal_of
+
+
+def test_without_listeners_the_command_line_address_is_the_one_plaintext_listener():
+    assert listeners_from({}, "0.0.0.0", 9092) == [
+        Listener("PLAINTEXT", "PLAINTEXT", "0.0.0.0", 9092, "0.0.0.0", 9092)]
+    assert listeners_from({"advertised.host": "broker1", "advertised.port": "19092"},
+                          "127.0.0.1", 9092) == [
+        Listener("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092, "broker1", 19092)]
+
+
+def test_listeners_win_over_the_command_line_and_map_names_to_protocols():
+    got = listeners_from({
+        "listeners": "INTERNAL://127.0.0.1:9092, EXTERNAL://:9093,ssl://[::1]:9094",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL,SSL:SSL",
+        "advertised.listeners": "EXTERNAL://kafka.example.com:443",
+    }, "ignored", 1)
+    assert got == [
+        Listener("INTERNAL", "PLAINTEXT", "127.0.0.1", 9092, "127.0.0.1", 9092),
+        Listener("EXTERNAL", "SSL", "", 9093, "kafka.example.com", 443),
+        Listener("SSL", "SSL", "::1", 9094, "::1", 9094),
+    ]
+    assert [lst.tls for lst in got] == [False, True, True]
+
+
+def test_the_default_map_knows_the_four_protocols_by_name():
+    got = listeners_from({"listeners": "PLAINTEXT://:1,SSL://:2,SASL_PLAINTEXT://:3,"
+                                       "SASL_SSL://:4"}, "h", 0)
+    assert [(lst.name, lst.protocol, lst.sasl) for lst in got] == [
+        ("PLAINTEXT", "PLAINTEXT", False), ("SSL", "SSL", False),
+        ("SASL_PLAINTEXT", "SASL_PLAINTEXT", True), ("SASL_SSL", "SASL_SSL", True)]
+
+
+@pytest.mark.parametrize(("props", "message"), [
+    ({"listeners": "PLAINTEXT://localhost"}, "is not NAME://host:port"),
+    ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"}, "names a listener twice"),
+    ({"listeners": "A://:9092,B://:9092",
+      "listener.security.protocol.map": "A:PLAINTEXT,B:SSL"}, "uses a port twice"),
+    ({"listeners": "CLIENT://:9092"}, "has no security protocol"),
+    ({"listeners": "A://:9092", "listener.security.protocol.map": "A:TLS"},
+     "is not NAME:PROTOCOL"),
+    ({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "SSL://h:9093"},
+     "which is not one of listeners"),
+    ({"listeners": "PLAINTEXT://:99999"}, "no valid port"),
+])
+def test_bad_listener_settings_say_what_is_wrong(props, message):
+    with pytest.raises(ListenerError, match=message):
+        listeners_from(props, "h", 0)
+
+
+def test_the_broker_refuses_sasl_and_ssl_without_a_key_at_start(tmp_path):
+    with pytest.raises(ConfigError, match="SASL is not served yet"):
+        BrokerConfig.load("h", 1, tmp_path, overrides={"listeners": "SASL_SSL://:9093"})
+    with pytest.raises(ConfigError, match="has no key"):
+        BrokerConfig.load("h", 1, tmp_path, overrides={"listeners": "SSL://:9093"})
+    with pytest.raises(ConfigError, match="PEM files only"):
+        BrokerConfig.load("h", 1, tmp_path, overrides={
+            "listeners": "SSL://:9093", "ssl.keystore.type": "JKS",
+            "ssl.keystore.location": "/x.jks"})
+    with pytest.raises(ConfigError, match="cannot load"):
+        BrokerConfig.load("h", 1, tmp_path, overrides={
+            "listeners": "SSL://:9093", "ssl.keystore.location": str(tmp_path / "none.pem")})
+
+
+def test_a_certificates_subject_is_the_principal_most_specific_part_first():
+    cert = {"subject": ((("organizationName", "coterie-test"),),
+                        (("organizationalUnitName", "eng"),),
+                        (("commonName", "alice, the first"),))}
+    assert principal_of(cert) == "User:CN=alice\\, the first,OU=eng,O=coterie-test"
+    assert principal_of(None) == "User:ANONYMOUS"
+    assert principal_of({}) == "User:ANONYMOUS"
