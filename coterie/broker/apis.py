@@ -30,6 +30,7 @@ from coterie.broker.handlers import (
     produce,
     producers,
     records,
+    sasl,
     topics,
     transactions,
 )
@@ -69,6 +70,7 @@ APIS: dict[int, Api] = {
         Api(14, "SyncGroup", 0, 5, groups.sync_group),
         Api(15, "DescribeGroups", 0, 6, groups.describe_groups),
         Api(16, "ListGroups", 0, 5, groups.list_groups),
+        Api(17, "SaslHandshake", 1, 1, sasl.handshake),
         Api(18, "ApiVersions", 0, 3, api_versions.handle),
         Api(19, "CreateTopics", 2, 7, topics.create_topics),
         Api(20, "DeleteTopics", 1, 6, topics.delete_topics),
@@ -83,6 +85,7 @@ APIS: dict[int, Api] = {
         Api(32, "DescribeConfigs", 1, 4, configs.describe_configs),
         Api(33, "AlterConfigs", 0, 2, configs.alter_configs),
         Api(35, "DescribeLogDirs", 1, 4, records.describe_log_dirs),
+        Api(36, "SaslAuthenticate", 0, 2, sasl.authenticate),
         Api(37, "CreatePartitions", 0, 3, topics.create_partitions),
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups),
         Api(44, "IncrementalAlterConfigs", 0, 1, configs.incremental_alter_configs),

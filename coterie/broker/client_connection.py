@@ -34,6 +34,10 @@ UNSENT_LIMIT = 1024 * 1024
 # Request bytes a connection may have waiting while one of its answers is awaited.
 READ_LIMIT = 2 * READ_CHUNK
 
+# What a SASL listener serves before authentication: SaslHandshake, ApiVersions,
+# SaslAuthenticate (Kafka's rule).
+_BEFORE_AUTHENTICATION = frozenset({17, 18, 36})
+
 # The broker (coterie.broker.server.Broker): what a connection calls back.
 Broker = Any
 
@@ -63,6 +67,7 @@ class ClientConnection(Connection):
         "port",
         "principal",
         "reading",
+        "sasl",
         "sent",
         "task",
         "write_paused",
@@ -77,6 +82,9 @@ class ClientConnection(Connection):
         self.port = port
         self.listener = listener  # the name of the listener it came in on
         self.principal = "User:ANONYMOUS"  # who it is (a TLS client's certificate says)
+        # On a SASL listener, its authentication (coterie.broker.sasl): until that is
+        # done, only ApiVersions and the SASL requests are served.
+        self.sasl: Any = None
         self.frames = FrameBuffer(broker.config.socket_request_max_bytes,
                                   broker.request_memory)
         self.out: bytearray | None = None
@@ -241,6 +249,12 @@ class ClientConnection(Connection):
         self.out = None
         self._drop()
 
+    def close_after_failed_auth(self) -> None:
+        """A failed SASL authentication: its answer was sent, the connection goes once what
+        is queued is out (`connection.failed.authentication.delay.ms` after the failure)."""
+        if not self.closed:
+            self._close_when_sent()
+
     def _close_when_sent(self) -> None:
         self.closed = True
         if self.out is None:
@@ -293,7 +307,16 @@ class ClientConnection(Connection):
                 frame = self.frames.next_frame()
                 if frame is None:
                     break
-                out = broker._handle_frame(frame, self.peer, self.listener, self.principal)
+                sasl = self.sasl
+                if sasl is not None and not sasl.authenticated:
+                    if sasl.failed:
+                        continue  # closing: nothing more is answered
+                    api_key = int.from_bytes(frame[:2], "big", signed=True)
+                    if api_key not in _BEFORE_AUTHENTICATION:
+                        raise CloseConnection(f"request with api key {api_key} from "
+                                              f"{self.peer} before SASL authentication")
+                out = broker._handle_frame(frame, self.peer, self.listener, self.principal,
+                                           self)
                 if type(out) is Parked:
                     self.busy = True
                     self.waiting = True

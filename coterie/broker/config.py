@@ -14,6 +14,7 @@ from pathlib import Path
 
 from coterie.assign.registry import UnknownAssignor, lookup
 from coterie.broker.listeners import Listener, ListenerError, listeners_from
+from coterie.broker.sasl import SaslError, sasl_settings
 from coterie.broker.tls import TlsConfigError, server_context
 from coterie.group import ConsumerGroupConfig
 from coterie.log.errors import InvalidConfigError
@@ -66,6 +67,10 @@ DEFAULTS: dict[str, str] = {
     # How long a TLS client may take over its handshake before its connection is closed
     # (coterie's own: Kafka's broker has no such bound).
     "tls.handshake.timeout.ms": "10000",
+    # Kafka's: how long after a failed SASL authentication its connection is closed.
+    "connection.failed.authentication.delay.ms": "100",
+    # Kafka's: the largest frame a SASL listener takes before authentication.
+    "sasl.server.max.receive.size": "524288",
 }
 
 STORAGE_SCHEMES = ("postgresql://", "postgres://")
@@ -197,10 +202,14 @@ class BrokerConfig:
         self.consumer_group_config()
         if self.get_int("tls.handshake.timeout.ms") <= 0:
             raise ConfigError("tls.handshake.timeout.ms must be positive")
+        if self.get_int("connection.failed.authentication.delay.ms") < 0:
+            raise ConfigError("connection.failed.authentication.delay.ms must be 0 or more")
         for spec in self.listeners():
             if spec.sasl:
-                raise ConfigError(f"listener {spec.name} is {spec.protocol}: coterie serves "
-                                  f"PLAINTEXT and SSL listeners; SASL is not served yet")
+                try:
+                    sasl_settings(self.props, spec.name)
+                except SaslError as e:
+                    raise ConfigError(str(e)) from None
             if spec.tls:
                 try:
                     server_context(self.props, spec.name)

@@ -58,6 +58,9 @@ class RequestContext:
     # The listener the request came in on (its name) and the connection's principal.
     listener: str = "PLAINTEXT"
     principal: str = "User:ANONYMOUS"
+    # The connection it came on (coterie.broker.client_connection), for the handlers that
+    # move its own state on (SASL); None for requests made up without one.
+    connection: Any = None
     # Why the request was refused, for responses that cannot say it themselves (JoinGroup has
     # no error message): the server logs it with every INVALID_REQUEST it sends.
     refusal: str | None = None

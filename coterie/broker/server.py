@@ -59,6 +59,7 @@ from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from coterie.broker.peers import Peers
 from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.request_memory import RequestMemory
+from coterie.broker.sasl import SaslState, sasl_settings
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.tls import server_context
@@ -145,6 +146,8 @@ class Broker:
         self.tls_contexts = {spec.name: server_context(config.props, spec.name)
                              for spec in self.listener_specs if spec.tls}
         self.tls_handshake_timeout_s = config.get_int("tls.handshake.timeout.ms") / 1000
+        self.sasl_settings = {spec.name: sasl_settings(config.props, spec.name)
+                              for spec in self.listener_specs if spec.sasl}
         self.dynamic_configs = DynamicBrokerConfigs(
             config.data_dir, static, {**GROUP_DEFAULTS, **TXN_DEFAULTS, **DEFAULTS})
         effective = self.dynamic_configs.effective()
@@ -480,12 +483,19 @@ class Broker:
             conn = ClientConnection(self, sock.detach(), ip, port, listener)
         else:
             conn = TlsClientConnection(self, sock.detach(), ip, port, listener, context)
+        sasl = self.sasl_settings.get(listener)
+        if sasl is not None:
+            # Until it authenticates, a client's frames are bounded by Kafka's
+            # sasl.server.max.receive.size (a token of many megabytes closes it).
+            conn.sasl = SaslState(sasl)
+            conn.frames.limit = min(conn.frames.limit,
+                                    self.config.get_int("sasl.server.max.receive.size"))
         self.connections.add(conn)
         self.poller.add(conn.fd, conn)
         log.debug("connection from %s", conn.peer)
 
     def _handle_frame(self, frame: bytes, peer: str, listener: str = "PLAINTEXT",
-                      principal: str = "User:ANONYMOUS") -> Any:
+                      principal: str = "User:ANONYMOUS", connection: Any = None) -> Any:
         """Decode, dispatch and encode one request. Returns the encoded answer (bytes, or a
         RawResponse to stream), None for no answer, a `Parked` request (its answer comes
         with its future), or, for an async handler, a coroutine that returns one of those:
@@ -516,7 +526,8 @@ class Broker:
                 raise CloseConnection(f"{_who(head, peer)} sent unknown api_key={api_key}")
             return self._unsupported_version(api, head, _who(head, peer))
         if len(frame) >= BIG_FRAME:
-            return self._handle_big_frame(frame, api, version, peer, listener, principal)
+            return self._handle_big_frame(frame, api, version, peer, listener, principal,
+                                          connection)
         key = None
         decoded = None
         if len(frame) <= DECODED_MAX_BYTES:
@@ -544,7 +555,7 @@ class Broker:
             log.debug("%s -> %s v%d corr=%d", _who(head, peer), api.name, version,
                       correlation_id)
         ctx = RequestContext(self.services, api_key, version, correlation_id,
-                             head.client_id, peer, listener, principal)
+                             head.client_id, peer, listener, principal, connection)
         try:
             response = api.handler(ctx, request)
         except Exception as e:
@@ -567,7 +578,8 @@ class Broker:
 
     async def _handle_big_frame(self, frame: bytes, api: Api, version: int,
                                 peer: str, listener: str = "PLAINTEXT",
-                                principal: str = "User:ANONYMOUS") -> Any:
+                                principal: str = "User:ANONYMOUS",
+                                connection: Any = None) -> Any:
         """`_handle_frame` for a frame of BIG_FRAME bytes or more: decoded, and answered,
         on a worker thread, with the coordinator hashes of its long strings computed there
         and lent while the handler runs (coterie.broker.large)."""
@@ -578,7 +590,7 @@ class Broker:
             raise CloseConnection(f"{peer}: {e}") from e
         del frame
         ctx = RequestContext(self.services, api.key, version, head.correlation_id,
-                             head.client_id, peer, listener, principal)
+                             head.client_id, peer, listener, principal, connection)
         lend(hashes)
         try:
             try:

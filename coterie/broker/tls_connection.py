@@ -79,6 +79,13 @@ class TlsClientConnection(ClientConnection):
             self.incoming.write_eof()
         try:
             plain = self._decrypt()
+        except ssl.SSLEOFError:
+            if not self.handshaken:
+                log.info("closing connection from %s: it left during the TLS handshake",
+                         self.peer)
+                self.close()
+                return
+            plain = b""  # it hung up without TLS's goodbye: an end of stream like any
         except ssl.SSLError as e:
             self._send_pending()  # the alert, if TLS has one to say
             log.info("closing connection from %s: TLS failed: %s", self.peer,

@@ -124,6 +124,15 @@ class FrameBuffer:
         self.blocked = False
 
     @property
+    def limit(self) -> int:
+        """The largest frame accepted (larger ones raise FrameTooLarge)."""
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self._limit = value
+
+    @property
     def pending(self) -> int:
         return len(self._buf) + self._filled
 

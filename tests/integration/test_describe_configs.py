@@ -63,8 +63,6 @@ from tests.fixtures.coterie_broker import both_storages
 from tests.fixtures.reference_broker import kafka_tool
 from tests.kafka_raw import RawConnection
 
-pytestmark = both_storages  # every scenario on local files and on PostgreSQL
-
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"  # kafka-configs
 SETTINGS = {"log.segment.bytes": "5000000", "log.retention.hours": "100"}
 TOPIC, BROKER = 2, 4
@@ -296,6 +294,7 @@ def test_alter_configs(coterie_factory):
         assert "Cannot update these configs dynamically" in (refused.error_message or "")
 
 
+@both_storages  # also on PostgreSQL (a broker alone in a cluster)
 def test_kafka_configs_alters_and_describes_a_topic(coterie, tmp_path):
     """Kafka 4.2.1's kafka-configs: --alter --add-config, then --describe."""
     admin = AdminClient({"bootstrap.servers": coterie.bootstrap})
@@ -792,6 +791,7 @@ def _third_connection_refused(broker: Any) -> bool:
         time.sleep(0.3)  # the broker has seen them go
 
 
+@both_storages  # also on PostgreSQL (a broker alone in a cluster)
 def test_dynamic_broker_configs_act_at_once_and_after_a_restart(coterie_factory):
     """coterie acts on max.connections.per.ip as soon as it is set, and again after a kill -9
     (read back from broker-configs.json); the dynamic configs it only keeps are described

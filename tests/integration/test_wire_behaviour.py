@@ -15,10 +15,7 @@ from kio.schema.fetch.v17.response import FetchResponse as FetchRespV17
 from kio.schema.metadata.v1.request import MetadataRequest as MetadataV1
 from kio.schema.metadata.v1.response import MetadataResponse as MetadataRespV1
 
-from tests.fixtures.coterie_broker import both_storages
 from tests.kafka_raw import RawConnection
-
-pytestmark = both_storages  # every scenario on local files and on PostgreSQL
 
 
 def _api_map(resp) -> dict[int, tuple[int, int]]:

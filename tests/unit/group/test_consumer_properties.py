@@ -324,7 +324,7 @@ def test_no_partition_owned_twice_and_the_group_converges(sequence):
     check_safety(w)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
 def test_replay_equals_live(sequence):
     w = World()
