@@ -129,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             proc.terminate()
             proc.wait(30)
     base = best["PLAINTEXT"]
-    print(f"| listener | produce MB/s | consume MB/s | broker CPU ms/MB produce | "
-          f"broker CPU ms/MB consume | / PLAINTEXT (produce, consume) |  ({args.records:,} "
-          f"records of 1 KiB, best of {args.reps})")
+    print(f"{args.records:,} records of 1 KiB, best of {args.reps} rounds\n")
+    print("| listener | produce MB/s | consume MB/s | broker CPU ms/MB produce | "
+          "broker CPU ms/MB consume | / PLAINTEXT (produce, consume) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, row in best.items():
         print(f"| {name} | {row[0]:.1f} | {row[1]:.1f} | {row[2] * 1000:.1f} | "
