@@ -288,6 +288,13 @@ def join_members(port: int, members: int, groups: int) -> list[Member]:
             if found.coordinators[0].error_code == ErrorCode.none:
                 break
             time.sleep(0.1)
+    _settle_members(out)
+    return out
+
+
+def _settle_members(out: list[Member]) -> None:
+    """Join every member, heartbeat until a whole pass changes nothing, then encode each
+    one's steady-state heartbeat."""
     for m in out:
         _full_heartbeat(m)
     for _ in range(100):
@@ -299,7 +306,6 @@ def join_members(port: int, members: int, groups: int) -> list[Member]:
         m.steady = bytearray(encode_request(0, ConsumerGroupHeartbeatRequest(
             group_id=m.group, member_id=m.member_id, member_epoch=m.epoch,
             topic_partitions=None), client_id=CLIENT_ID))
-    return out
 
 
 def spread_groups(ports: dict[int, int], groups: int) -> dict[str, int]:
@@ -332,21 +338,11 @@ def spread_groups(ports: dict[int, int], groups: int) -> dict[str, int]:
 
 def join_spread(placed: dict[str, int], members: int) -> list[Member]:
     """Join `members` members over the groups of `placed` (name -> coordinator's port),
-    each connected to its group's coordinator, and settle them as `join_members` does."""
+    each connected to its group's coordinator, and settle them."""
     names = list(placed)
     out = [Member(names[i % len(names)], _member_id(),
                   RawConnection(HOST, placed[names[i % len(names)]])) for i in range(members)]
-    for m in out:
-        _full_heartbeat(m)
-    for _ in range(100):
-        if not any([_full_heartbeat(m) for m in out]):
-            break
-    else:
-        raise RuntimeError("the groups did not settle in 100 passes")
-    for m in out:
-        m.steady = bytearray(encode_request(0, ConsumerGroupHeartbeatRequest(
-            group_id=m.group, member_id=m.member_id, member_epoch=m.epoch,
-            topic_partitions=None), client_id=CLIENT_ID))
+    _settle_members(out)
     return out
 
 

@@ -217,30 +217,35 @@ class ClientConnection(Connection):
                     self.write(piece)
                     continue
                 await self._all_sent()
-                offset, left = piece.offset, piece.count
-                while left:
-                    try:
-                        sent = os.sendfile(self.fd, piece.fd, offset, left)
-                    except (BlockingIOError, InterruptedError):
-                        await self._can_send()
-                        continue
-                    except OSError as e:
-                        if isinstance(e, ConnectionError) or self.fd < 0:
-                            raise
-                        # No sendfile for this file or socket: read and write instead.
-                        self.write(os.pread(piece.fd, left, offset))
-                        break
-                    if not sent:  # the file is shorter than the batches it should hold
-                        raise CloseConnection(f"short sendfile: {piece.count - left} of "
-                                              f"{piece.count} bytes")
-                    offset += sent
-                    left -= sent
+                await self._send_range(piece)
         except OSError as e:
             if isinstance(e, ConnectionError):
                 raise
             raise CloseConnection(f"cannot send a response: {e}") from e
         finally:
             response.close()
+
+    async def _send_range(self, piece: FileRange) -> None:
+        """One file range of a response, by sendfile (a TLS connection encrypts it
+        instead: coterie.broker.tls_connection)."""
+        offset, left = piece.offset, piece.count
+        while left:
+            try:
+                sent = os.sendfile(self.fd, piece.fd, offset, left)
+            except (BlockingIOError, InterruptedError):
+                await self._can_send()
+                continue
+            except OSError as e:
+                if isinstance(e, ConnectionError) or self.fd < 0:
+                    raise
+                # No sendfile for this file or socket: read and write instead.
+                self.write(os.pread(piece.fd, left, offset))
+                return
+            if not sent:  # the file is shorter than the batches it should hold
+                raise CloseConnection(f"short sendfile: {piece.count - left} of "
+                                      f"{piece.count} bytes")
+            offset += sent
+            left -= sent
 
     # -- closing -------------------------------------------------------------------------
     def close(self) -> None:

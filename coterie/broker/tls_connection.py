@@ -149,32 +149,20 @@ class TlsClientConnection(ClientConnection):
             return
         self._send_pending()
 
-    async def _stream(self, response: Any) -> None:
-        """A Fetch answer: its file ranges read and encrypted a chunk at a time (no
-        sendfile through TLS), waiting for the socket once a chunk is queued."""
-        try:
-            self.write(response.buffer)
-            for piece in response.rest:
-                if type(piece) is not FileRange:
-                    self.write(piece)
-                    continue
-                offset, left = piece.offset, piece.count
-                while left:
-                    chunk = os.pread(piece.fd, min(left, _FILE_CHUNK), offset)
-                    if not chunk:
-                        raise CloseConnection(f"short read: {piece.count - left} of "
-                                              f"{piece.count} bytes")
-                    self.write(chunk)
-                    offset += len(chunk)
-                    left -= len(chunk)
-                    if self.out is not None:
-                        await self._all_sent()
-        except OSError as e:
-            if isinstance(e, ConnectionError):
-                raise
-            raise CloseConnection(f"cannot send a response: {e}") from e
-        finally:
-            response.close()
+    async def _send_range(self, piece: FileRange) -> None:
+        """A Fetch answer's file range, read and encrypted a chunk at a time (no sendfile
+        through TLS), waiting for the socket once a chunk is queued."""
+        offset, left = piece.offset, piece.count
+        while left:
+            chunk = os.pread(piece.fd, min(left, _FILE_CHUNK), offset)
+            if not chunk:
+                raise CloseConnection(f"short read: {piece.count - left} of "
+                                      f"{piece.count} bytes")
+            self.write(chunk)
+            offset += len(chunk)
+            left -= len(chunk)
+            if self.out is not None:
+                await self._all_sent()
 
     def _drop(self) -> None:
         if self.timer is not None:

@@ -74,7 +74,7 @@ from coterie.log.segment import (
 )
 from coterie.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, AbortedTxnIndex
 from coterie.wire.compression import decompress
-from coterie.wire.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from coterie.wire.record_batch import HEADER_SIZE, BatchHeader, batch_headers
 from coterie.wire.records import iter_keys, read_varint
 from coterie.wire.txn_markers import marker_type
 
@@ -792,7 +792,7 @@ def write_copy(directory: Path, log_start: int, log_end: int, chunks: Iterable[b
         for chunk in chunks:
             if not chunk:
                 continue
-            end = _chunk_end(chunk)
+            end = batch_headers(chunk, strict=True)[-1].next_offset
             if out is None or (size and size + len(chunk) > segment_bytes):
                 if out is not None:
                     out.close()
@@ -808,19 +808,6 @@ def write_copy(directory: Path, log_start: int, log_end: int, chunks: Iterable[b
         (directory / f"{log_end:020d}{LOG_SUFFIX}").touch()
     if log_start > 0:
         atomic_write(directory / LOG_START_FILE, f"{log_start}\n".encode())
-
-
-def _chunk_end(chunk: bytes) -> int:
-    """The offset after the last of the whole batches in `chunk` (a walk over their
-    lengths; the bytes were checked where they were read)."""
-    position = 0
-    last = 0
-    while position + LOG_OVERHEAD <= len(chunk):
-        last = position
-        position += LOG_OVERHEAD + int.from_bytes(chunk[position + 8:position + 12], "big")
-    base = int.from_bytes(chunk[last:last + 8], "big", signed=True)
-    delta = int.from_bytes(chunk[last + 23:last + 27], "big")
-    return base + delta + 1
 
 
 def _control_marker(buf: bytes | bytearray | memoryview, position: int) -> int | None:
