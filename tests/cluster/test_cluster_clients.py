@@ -8,8 +8,10 @@ nothing is written twice, and clients go on with the brokers that are left.
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
+import uuid
 from collections import Counter
 
 import pytest
@@ -337,11 +339,14 @@ def read_committed(cluster: CoterieCluster, topic: str, expected: int) -> Counte
                   "enable.auto.commit": False})
     c.subscribe([topic])
     seen: Counter = Counter()
+    errors: list[str] = []
     deadline = time.monotonic() + 60
     quiet_until = None
     try:
         while time.monotonic() < deadline:
             m = c.poll(0.5)
+            if m is not None and m.error():
+                errors.append(str(m.error()))
             if m is None or m.error():
                 if sum(seen.values()) >= expected:
                     quiet_until = quiet_until or time.monotonic() + 3
@@ -349,9 +354,34 @@ def read_committed(cluster: CoterieCluster, topic: str, expected: int) -> Counte
                         break  # and nothing more came: no duplicates trailing
                 continue
             seen[m.value()] += 1
+        if sum(seen.values()) < expected:
+            print(f"read_committed({topic}) saw {sum(seen.values())} of {expected}; "
+                  f"assigned {[tp.partition for tp in c.assignment()]}; errors {errors[-5:]}")
+            print(offsets_report(cluster, topic))
+            print(cluster.logs())
     finally:
         c.close()
     return seen
+
+
+def offsets_report(cluster: CoterieCluster, topic: str) -> str:
+    """Each partition's low and high watermarks and last stable offset, for a failure's
+    report (where a read_committed reader stops, and why)."""
+    lines = []
+    for level in ("read_uncommitted", "read_committed"):
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "report",
+                      "isolation.level": level})
+        try:
+            for p in range(6):
+                try:
+                    marks = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
+                                                    cached=False)
+                except KafkaException as e:
+                    marks = str(e)
+                lines.append(f"{level} {topic}[{p}]: {marks}")
+        finally:
+            c.close()
+    return "\n".join(lines)
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["steady", "coordinator-killed"])
@@ -374,7 +404,9 @@ def test_a_transactional_copy_loop_across_brokers_is_exact(coterie_cluster, kill
     if kill:
         assert victim in (1, 2, 3)
     seen = read_committed(cluster, "txn-sink", total)
-    assert set(seen) == {f"r{i}".encode() for i in range(total)}
+    missing = {f"r{i}".encode() for i in range(total)} - set(seen)
+    assert not missing, f"{len(missing)} of {total} not read (the report is printed below)"
+    assert len(seen) == total
     assert max(seen.values()) == 1, [v for v, n in seen.items() if n > 1][:5]
 
 
@@ -456,12 +488,32 @@ def test_kafka_python_and_a_mixed_group_on_the_cluster(coterie_cluster):
 
 
 def test_create_partitions_answers_once_the_new_partitions_have_leaders(coterie_cluster):
-    from confluent_kafka.admin import NewPartitions
+    """The broker that answers CreatePartitions has seen a leader for every new partition
+    (a client may produce at once). Asked on the same connection: the other brokers learn
+    of the new leases at their next round or NOTIFY, a moment later, as Kafka's brokers
+    learn of the controller's records a moment after it answers."""
+    from kio.schema.create_partitions.v3.request import (
+        CreatePartitionsRequest,
+        CreatePartitionsTopic,
+    )
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+    from tests.kafka_raw import RawConnection
 
     cluster = coterie_cluster
     create(cluster, "grown", 2)
-    a = admin(cluster)
-    a.create_partitions([NewPartitions("grown", 5)])["grown"].result(30)
-    md = a.list_topics("grown", timeout=10).topics["grown"]
-    assert sorted(md.partitions) == [0, 1, 2, 3, 4]
-    assert all(p.leader in (1, 2, 3) for p in md.partitions.values())
+    b = cluster.brokers[0]
+    with RawConnection(b.host, b.port) as conn:
+        (result,) = conn.request(CreatePartitionsRequest(
+            topics=(CreatePartitionsTopic(name="grown", count=5, assignments=None),),
+            timeout=datetime.timedelta(seconds=30), validate_only=False)).results
+        assert result.error_code == 0, result
+        md = conn.request(MetadataRequest(
+            topics=(MetadataRequestTopic(name="grown", topic_id=uuid.UUID(int=0)),),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    (topic,) = md.topics
+    assert sorted(p.partition_index for p in topic.partitions) == [0, 1, 2, 3, 4]
+    assert all(p.leader_id in (1, 2, 3) for p in topic.partitions), topic.partitions
+    # And every broker says so soon after.
+    wait_until(lambda: (lambda found: len(found) == 5 and -1 not in found.values())(
+        leaders(cluster, "grown")), 10, "every broker's metadata")

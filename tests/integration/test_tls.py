@@ -135,7 +135,7 @@ def test_clients_produce_consume_and_fetch_over_tls_each_listener_naming_its_add
                       security_protocol="SSL", ssl_cafile=str(certs / "ca.pem"),
                       auto_offset_reset="earliest", consumer_timeout_ms=10_000)
     try:
-        seen = [m.value for m, _ in zip(k, range(len(values)), strict=False)]
+        seen = [m.value for _, m in zip(range(len(values)), k, strict=False)]
     finally:
         k.close()
     assert seen == values
