@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coterie.broker.handlers import (
+    acls,
     api_versions,
     client_assignment,
     cluster,
@@ -31,6 +32,7 @@ from coterie.broker.handlers import (
     producers,
     records,
     sasl,
+    scram_credentials,
     topics,
     transactions,
 )
@@ -82,6 +84,9 @@ APIS: dict[int, Api] = {
         Api(26, "EndTxn", 0, 5, transactions.end_txn),
         Api(27, "WriteTxnMarkers", 1, 1, transactions.write_txn_markers),
         Api(28, "TxnOffsetCommit", 0, 5, offset_commit.txn_offset_commit),
+        Api(29, "DescribeAcls", 2, 3, acls.describe_acls),
+        Api(30, "CreateAcls", 2, 3, acls.create_acls),
+        Api(31, "DeleteAcls", 2, 3, acls.delete_acls),
         Api(32, "DescribeConfigs", 1, 4, configs.describe_configs),
         Api(33, "AlterConfigs", 0, 2, configs.alter_configs),
         Api(35, "DescribeLogDirs", 1, 4, records.describe_log_dirs),
@@ -90,6 +95,10 @@ APIS: dict[int, Api] = {
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups),
         Api(44, "IncrementalAlterConfigs", 0, 1, configs.incremental_alter_configs),
         Api(47, "OffsetDelete", 0, 0, offset_commit.offset_delete),
+        Api(50, "DescribeUserScramCredentials", 0, 0,
+            scram_credentials.describe_user_scram_credentials),
+        Api(51, "AlterUserScramCredentials", 0, 0,
+            scram_credentials.alter_user_scram_credentials),
         Api(60, "DescribeCluster", 0, 2, cluster.describe_cluster),
         Api(61, "DescribeProducers", 0, 0, producers.describe_producers),
         Api(65, "DescribeTransactions", 0, 0, transactions.describe_transactions),

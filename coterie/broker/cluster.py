@@ -46,6 +46,7 @@ from typing import Any
 import psycopg
 
 from coterie.broker.internal_topics import TopicSpec
+from coterie.broker.scram import ScramCredential
 from coterie.broker.waiters import FetchWaiters
 from coterie.log.cleaner import CleanResult, rebuilt_batches
 from coterie.log.errors import StorageError as LogStorageError
@@ -53,7 +54,7 @@ from coterie.log.errors import TopicExistsError, UnknownTopicError
 from coterie.log.manager import LogManager, TopicInfo
 from coterie.log.names import is_internal_topic
 from coterie.log.partition import PartitionLog
-from coterie.storage import group_config_rows, leases
+from coterie.storage import acl_rows, group_config_rows, leases, scram_rows
 from coterie.storage import topics as topic_rows
 from coterie.storage.api import Append, Lease, Resource, Retention, TopicIdPartition
 from coterie.storage.brokers import BrokerRow
@@ -152,6 +153,13 @@ class ClusterNode:
         self.group_configs: Any = None
         # The broker's DynamicBrokerConfigs: given the cluster-wide layer at every round.
         self.broker_configs: Any = None
+        # The broker's ScramCredentials (coterie.broker.scram_credentials): given the
+        # database's credentials at every round.
+        self.scram_credentials: Any = None
+        # The broker's BrokerAuthorizer (coterie.broker.acls), when an authorizer is
+        # configured: given the database's ACLs at every round.
+        self.acls: Any = None
+        self._acls_digest = ""  # the digest of the ACLs adopted last
         self.picture: dict[Resource, Lease] = {}  # every live lease, as of the last round
         self.version = 0  # grows whenever who leads what, or who is live, may have changed
         self._live_ids: frozenset[int] = frozenset()
@@ -323,6 +331,8 @@ class ClusterNode:
                     await db.reconnect()
             await self._sync_topics()
             await self._sync_group_configs()
+            await self._sync_scram_credentials()
+            await self._sync_acls()
             changes = await self.membership.round()
             news = bool(changes.gained or changes.lost)
             for resource in changes.lost:
@@ -485,6 +495,66 @@ class ClusterNode:
                                   f"{str(e).strip()}") from e
         await self._sync_group_configs()
         await self._tell_others()
+
+    async def _sync_acls(self) -> None:
+        """The ACLs, as the database has them, made this broker's (read only when their
+        digest changed since the last round)."""
+        if self.db is not None and self.acls is not None:
+            digest = await acl_rows.fingerprint(self.db)
+            if digest != self._acls_digest:
+                self.acls.adopt(await acl_rows.acls(self.db))
+                self._acls_digest = digest
+
+    async def create_acls(self, bindings: list[Any]) -> None:
+        """CreateAcls (bindings already checked): the database's rows, then here, then the
+        other brokers, so that every broker describes and enforces the same ACLs."""
+        assert self.db is not None
+        try:
+            await acl_rows.add_acls(self.db, bindings)
+        except psycopg.Error as e:
+            raise LogStorageError(f"cannot store the ACLs in the database: "
+                                  f"{str(e).strip()}") from e
+        await self._sync_acls()
+        await self._tell_others()
+
+    async def delete_acls(self, filters: list[Any], limit: int) -> list[list[Any]] | None:
+        """DeleteAcls: what each filter removed from the database (None, removing nothing,
+        past `limit`), then here, then the other brokers."""
+        assert self.db is not None
+        try:
+            matched = await acl_rows.delete_acls(self.db, filters, limit)
+        except psycopg.Error as e:
+            raise LogStorageError(f"cannot delete ACLs in the database: "
+                                  f"{str(e).strip()}") from e
+        if matched is not None and any(matched):
+            await self._sync_acls()
+            await self._tell_others()
+        return matched
+
+    async def _sync_scram_credentials(self) -> None:
+        """The users' SCRAM credentials, as the database has them, made this broker's."""
+        if self.db is not None and self.scram_credentials is not None:
+            stored = await scram_rows.scram_credentials(self.db)
+            self.scram_credentials.adopt({key: ScramCredential(*row)
+                                          for key, row in stored.items()})
+
+    async def alter_scram_credentials(self, upserts: dict[tuple[str, int], ScramCredential],
+                                      deletions: list[tuple[str, int]]
+                                      ) -> list[tuple[str, int]]:
+        """AlterUserScramCredentials (already checked): the database's rows in one
+        transaction, then here, then the other brokers (NOTIFY), so that a user created
+        through one broker logs in on any. Returns the deletions that found nothing."""
+        assert self.db is not None
+        rows = {key: (c.salt, c.iterations, c.stored_key, c.server_key)
+                for key, c in upserts.items()}
+        try:
+            missing = await scram_rows.alter_scram_credentials(self.db, rows, deletions)
+        except psycopg.Error as e:
+            raise LogStorageError("cannot change the SCRAM credentials in the database: "
+                                  f"{str(e).strip()}") from e
+        await self._sync_scram_credentials()
+        await self._tell_others()
+        return missing
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """AlterConfigs of a topic (already validated): the database's row, then here, then

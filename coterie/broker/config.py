@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coterie.assign.registry import UnknownAssignor, lookup
+from coterie.broker.acls import AuthorizerConfigError, authorizer_settings
 from coterie.broker.listeners import Listener, ListenerError, listeners_from
 from coterie.broker.sasl import SaslError, sasl_settings
 from coterie.broker.tls import TlsConfigError, server_context
@@ -204,6 +205,10 @@ class BrokerConfig:
             raise ConfigError("tls.handshake.timeout.ms must be positive")
         if self.get_int("connection.failed.authentication.delay.ms") < 0:
             raise ConfigError("connection.failed.authentication.delay.ms must be 0 or more")
+        try:
+            authorizer_settings(self.props)
+        except AuthorizerConfigError as e:
+            raise ConfigError(str(e)) from None
         for spec in self.listeners():
             if spec.sasl:
                 try:

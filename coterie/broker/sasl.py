@@ -1,11 +1,17 @@
 """SASL on the SASL_PLAINTEXT and SASL_SSL listeners (issue 25, point 3): settings, the
-state of one connection's authentication, and the PLAIN mechanism.
+state of one connection's authentication, and the PLAIN mechanism (SCRAM's exchange is
+coterie.broker.scram, its credentials coterie.broker.scram_credentials).
 
 Kafka's names and rules, so that a Kafka `server.properties` and every client work:
 
 * `sasl.enabled.mechanisms` (or `listener.name.<listener>.sasl.enabled.mechanisms`): the
   mechanisms a SASL listener serves. Kafka's default is GSSAPI, which coterie does not
-  serve: a SASL listener must name its mechanisms (PLAIN today).
+  serve: a SASL listener must name its mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
+* SCRAM's users are the credentials set with AlterUserScramCredentials (`kafka-configs
+  --entity-type users --alter --add-config 'SCRAM-SHA-256=[...]'`), not a JAAS line: a
+  listener serving only SCRAM needs none, and a SCRAM JAAS line Kafka's brokers read
+  (`listener.name.<listener>.scram-sha-256.sasl.jaas.config=...ScramLoginModule
+  required;`) is accepted and has nothing for coterie to take.
 * PLAIN's users come from the JAAS line Kafka reads,
   `listener.name.<listener>.plain.sasl.jaas.config` (or `listener.name.<listener>.sasl.
   jaas.config`, or `sasl.jaas.config`):
@@ -27,12 +33,13 @@ import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["SUPPORTED", "SaslError", "SaslSettings", "SaslState", "check_plain",
            "jaas_users", "sasl_settings"]
 
 # The mechanisms coterie serves.
-SUPPORTED = ("PLAIN",)
+SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _USER = re.compile(r'\buser_([^=\s]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -50,13 +57,17 @@ class SaslSettings:
 
 @dataclass(slots=True)
 class SaslState:
-    """One connection's authentication: its mechanism once handshaken, whether it is done,
-    and whether it failed (the connection is closing)."""
+    """One connection's authentication: its mechanism once handshaken, a SCRAM exchange
+    between its two SaslAuthenticate requests, whether it is done, and whether it failed
+    (the connection is closing)."""
 
     settings: SaslSettings
     mechanism: str | None = None
     authenticated: bool = False
     failed: bool = False
+    # The SCRAM exchange under way (coterie.broker.scram.ScramExchange): after the
+    # client-first message, until the client-final one.
+    scram: Any = None
 
 
 def jaas_users(jaas: str) -> dict[str, str]:

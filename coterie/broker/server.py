@@ -40,6 +40,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker import heap
+from coterie.broker.acls import BrokerAuthorizer, authorizer_settings
 from coterie.broker.apis import API_VERSIONS, APIS, Api
 from coterie.broker.client_connection import READ_CHUNK, ClientConnection, CloseConnection
 from coterie.broker.cluster import ClusterNode
@@ -60,6 +61,7 @@ from coterie.broker.peers import Peers
 from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.request_memory import RequestMemory
 from coterie.broker.sasl import SaslState, sasl_settings
+from coterie.broker.scram_credentials import ScramCredentials
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.tls import server_context
@@ -207,9 +209,19 @@ class Broker:
         self.group_configs = GroupConfigs(
             config.data_dir, config.props, config.consumer_group_config(),
             self.groups.set_group_config, in_data_dir=self.cluster is None)
+        # The users' SCRAM credentials: a cluster's come from its database at every round.
+        self.scram_credentials = ScramCredentials(config.data_dir,
+                                                  in_data_dir=self.cluster is None)
+        # The authorizer and the ACLs (coterie.broker.acls): a cluster's come from its
+        # database at every round, when an authorizer is configured.
+        self.authorizer = BrokerAuthorizer(authorizer_settings(config.props), config.data_dir,
+                                           in_data_dir=self.cluster is None)
+        if self.cluster is not None and self.authorizer.enabled:
+            self.cluster.acls = self.authorizer
         if self.cluster is not None:
             self.cluster.group_configs = self.group_configs
             self.cluster.broker_configs = self.dynamic_configs
+            self.cluster.scram_credentials = self.scram_credentials
             self.groups.on_new_shard = self.group_configs.apply_all
         self.services = Services(
             config=config, cluster_id=self.cluster_id, logs=self.logs, topics=self.topics,
@@ -219,6 +231,8 @@ class Broker:
                        for a in sorted(self.apis.values(), key=lambda a: a.key)),
             transactions=self.transactions, group_configs=self.group_configs,
             dynamic_configs=self.dynamic_configs, steady_answers=SteadyAnswers(),
+            scram_credentials=self.scram_credentials,
+            authorizer=self.authorizer,
             cluster=cluster)
         self._listeners: list[Listener] = []
         self.poller: Poller | LoopPoller | None = None

@@ -46,6 +46,11 @@ class Services:
     group_configs: Any = None
     # Broker configs changed at run time (coterie.broker.dynamic_configs).
     dynamic_configs: Any = None
+    # The users' SCRAM credentials (coterie.broker.scram_credentials.ScramCredentials).
+    scram_credentials: Any = None
+    # The authorizer and the ACLs (coterie.broker.acls.BrokerAuthorizer): what the handlers
+    # ask before acting on a resource, once ACLs are enforced (its docstring says how).
+    authorizer: Any = None
     # Settled members' encoded heartbeat answers
     # (coterie.broker.handlers.consumer_groups.SteadyAnswers), once the server sets it.
     steady_answers: Any = None

@@ -14,12 +14,14 @@ from pathlib import Path
 TMP_SUFFIX = ".tmp"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace `path` with `data` atomically; `mode` is the new file's permissions, less
+    the umask (0o600 for what only the broker may read, such as credentials)."""
     # The temp name must stay short: a topic name may use up to 249 of the 255 bytes a file
     # name may have, so appending to it could overflow.
     digest = hashlib.blake2b(path.name.encode(), digest_size=8).hexdigest()
     tmp = path.with_name(f".{digest}{TMP_SUFFIX}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)
         while view:

@@ -151,11 +151,39 @@ ALTER TABLE brokers ADD COLUMN listeners jsonb NOT NULL DEFAULT '{}'::jsonb
     CHECK (jsonb_typeof(listeners) = 'object');
 """
 
+# Security (issue 25): SCRAM credentials, one row per user and mechanism, holding only
+# what RFC 5802 has a server keep (the salt, the iteration count, StoredKey and ServerKey;
+# never the password); and the ACLs, one row per binding, Kafka's enum codes as numbers.
+_V5 = """
+CREATE TABLE scram_credentials (
+    user_name  text NOT NULL,
+    mechanism  smallint NOT NULL,
+    salt       bytea NOT NULL,
+    iterations integer NOT NULL CHECK (iterations > 0),
+    stored_key bytea NOT NULL,
+    server_key bytea NOT NULL,
+    PRIMARY KEY (user_name, mechanism)
+);
+
+CREATE TABLE acls (
+    resource_type   smallint NOT NULL,
+    resource_name   text NOT NULL,
+    pattern_type    smallint NOT NULL,
+    principal       text NOT NULL,
+    host            text NOT NULL,
+    operation       smallint NOT NULL,
+    permission_type smallint NOT NULL,
+    PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation,
+                 permission_type)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "topics, partitions, batches, brokers, leases, producer-id blocks", _V1),
     Migration(2, "the cluster's id", _V2),
     Migration(3, "groups' own configs and the cluster-wide broker configs", _V3),
     Migration(4, "each broker's listeners", _V4),
+    Migration(5, "SCRAM credentials and ACLs", _V5),
 )
 
 

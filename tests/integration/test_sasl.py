@@ -93,7 +93,7 @@ def test_clients_authenticate_with_plain_and_produce_and_consume(
                       sasl_plain_password="alice-secret", auto_offset_reset="earliest",
                       consumer_timeout_ms=10_000, **extra)
     try:
-        seen = [m.value for m, _ in zip(k, range(200), strict=False)]
+        seen = [m.value for _, m in zip(range(200), k, strict=False)]  # no 201st wait
     finally:
         k.close()
     assert seen == got

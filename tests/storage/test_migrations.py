@@ -13,7 +13,8 @@ from coterie.storage.migrations import migrate, schema_version
 from coterie.storage.schema import MIGRATIONS, Migration, latest_version
 
 TABLES = {"topics", "partitions", "batches", "brokers", "leases", "producer_id_blocks",
-          "cluster", "group_configs", "cluster_broker_configs", "schema_version"}
+          "cluster", "group_configs", "cluster_broker_configs", "schema_version",
+          "scram_credentials", "acls"}
 
 
 async def _tables(conn: psycopg.AsyncConnection) -> set[str]:
