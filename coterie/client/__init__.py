@@ -8,7 +8,9 @@
                        consumer group protocol (KIP-848, group_protocol="consumer"); fetch
                        loop, auto and manual commits
     Cluster            bootstrap, Metadata, FindCoordinator, dedicated connections
-    Connection         one broker connection (kio codecs, version negotiation)
+    Connection         one broker connection (kio codecs, version negotiation, TLS, SASL)
+    SecuritySettings   TLS and SASL under Kafka's client property names (every API's
+                       `security=` also takes the property map itself)
 
 Errors are in `coterie.client.errors`.
 """
@@ -20,6 +22,7 @@ from coterie.client.election import LeaderElection, LeaderInfo, Leadership
 from coterie.client.member import GroupMember, MemberState
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
 from coterie.client.records import ConsumerRecord
+from coterie.client.security import SecuritySettings
 from coterie.client.subscription import TopicPartition
 from coterie.client.task_assignor import Worker, balanced_assignment
 from coterie.client.tasks import TaskDistribution
@@ -40,6 +43,7 @@ __all__ = [
     "Leadership",
     "MemberState",
     "Node",
+    "SecuritySettings",
     "TaskDistribution",
     "TopicPartition",
     "Worker",

@@ -13,6 +13,11 @@ next address (known brokers from the last Metadata first, then the bootstrap lis
 the deadline has passed raises `BrokerUnavailableError` with the last failure as the cause.
 COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and NOT_COORDINATOR from
 FindCoordinator are retried the same way; GROUP_AUTHORIZATION_FAILED is raised at once.
+
+Security: every connection the cluster opens, shared or dedicated, is secured by the same
+`security` settings (`coterie.client.security`: TLS and SASL under Kafka's property names);
+the TLS context is built once, here, so a missing certificate file fails at construction,
+naming its setting. An AuthenticationError is raised at once, never retried.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from coterie.client.errors import (
     BrokerUnavailableError,
     fatal_group_error,
 )
+from coterie.client.security import SecuritySettings, security_settings
 from coterie.client.versions import MEMBER_API_RANGES, ApiKey, VersionRange
 
 log = logging.getLogger("coterie.client")
@@ -119,8 +125,11 @@ class Cluster:
                  request_timeout_ms: float = 30_000, retry_backoff_ms: float = 100,
                  retry_backoff_max_ms: float = 1_000,
                  api_ranges: Mapping[int, VersionRange] = MEMBER_API_RANGES,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 security: SecuritySettings | Mapping[str, object] | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security_settings(security)
+        self._ssl_context = self.security.ssl_context()
         self.client_id = client_id
         self.connect_timeout_ms = connect_timeout_ms
         self.request_timeout_ms = request_timeout_ms
@@ -146,7 +155,8 @@ class Cluster:
             raise BrokerConnectionError("the cluster client is closed")
         return await Connection.open(
             host, port, client_id=self.client_id, connect_timeout_ms=self.connect_timeout_ms,
-            request_timeout_ms=self.request_timeout_ms, api_ranges=self.api_ranges)
+            request_timeout_ms=self.request_timeout_ms, api_ranges=self.api_ranges,
+            security=self.security, ssl_context=self._ssl_context)
 
     def _addresses(self) -> list[tuple[str, int]]:
         known = [(n.host, n.port) for n in self.brokers.values()]

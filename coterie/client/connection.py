@@ -16,6 +16,16 @@ then sent in the highest version the broker, kio and the caller's range all acce
 the v0 shape with UNSUPPORTED_VERSION and its list; we then ask again in the highest version it
 listed.
 
+Security (`coterie.client.security`): on SSL and SASL_SSL the socket is wrapped in TLS by
+asyncio (Python's `ssl`, TLS 1.2+) before any byte of Kafka's protocol; on SASL_PLAINTEXT
+and SASL_SSL, after ApiVersions, SaslHandshake v1 names the mechanism and SaslAuthenticate
+requests carry its tokens (`coterie.client.sasl`) until the broker has accepted the client
+and, for SCRAM, proved it knows the password too. Only then does `open()` return. A TLS
+handshake the certificates fail, and a refused authentication, raise AuthenticationError
+(not retried: see `coterie.client.errors`). Re-authentication (KIP-368) is not done: a
+broker that sets a session lifetime closes the connection when it ends, and the caller
+reconnects as after any close.
+
 Failures are loud and final for this connection: a timed-out request closes it (as Kafka's
 client does: the broker would answer the requests behind the stuck one only afterwards), and
 an EOF or socket error fails every outstanding request with `ConnectionClosedError`. Reconnects
@@ -31,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import struct
 from collections.abc import Callable, Mapping
 from functools import cache
@@ -44,9 +55,19 @@ from coterie.client.errors import (
     BrokerConnectionError,
     ConnectionClosedError,
     RequestTimeoutError,
+    SaslAuthenticationError,
+    SslAuthenticationError,
     UnsupportedVersionError,
 )
-from coterie.client.versions import MEMBER_API_RANGES, ApiKey, VersionRange, pick_version
+from coterie.client.sasl import sasl_exchange
+from coterie.client.security import SecuritySettings
+from coterie.client.versions import (
+    MEMBER_API_RANGES,
+    SASL_API_RANGES,
+    ApiKey,
+    VersionRange,
+    pick_version,
+)
 from coterie.wire.build import build
 from coterie.wire.codec import encode_request, request_schema, response_schema
 from coterie.wire.framing import FrameBuffer, FrameTooLarge
@@ -91,6 +112,26 @@ def _api_versions_decoder(version: int) -> Decoder:
     return decode
 
 
+# TLS failures that say the connection broke, not that the peers refused each other: the
+# broker went away mid-handshake (retried, as any lost connection).
+_TLS_CONNECTION_ERRORS = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
+
+
+def _tls_failure(address: str, e: ssl.SSLError) -> SslAuthenticationError:
+    """The AuthenticationError for a TLS failure, saying which setting to look at."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        why = (f"the broker's certificate was refused: {e.verify_message} (check "
+               "ssl.ca.location / ssl.truststore.location, the CA that signed the broker's "
+               "certificate, and ssl.endpoint.identification.algorithm)")
+    elif "ALERT" in (e.reason or ""):
+        why = (f"the broker refused the connection ({e.reason}): does it require a client "
+               "certificate (ssl.certificate.location / ssl.keystore.location) from a CA it "
+               "trusts?")
+    else:
+        why = f"{e.reason or e} (is the listener an SSL / SASL_SSL one?)"
+    return SslAuthenticationError(f"TLS handshake with {address} failed: {why}")
+
+
 def _api_name(api_key: int) -> str:
     try:
         return ApiKey(api_key).name
@@ -118,17 +159,38 @@ class Connection:
         self._correlation = 0
         self._closed_error: BrokerConnectionError | None = None
         self._read_task: asyncio.Task[None] | None = None
+        # A TLS alert read from the broker (e.g. it refused our certificate after a TLS 1.3
+        # handshake that had looked fine): turns the close into an SslAuthenticationError.
+        self._tls_alert: ssl.SSLError | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
     @classmethod
     async def open(cls, host: str, port: int, *, client_id: str = SOFTWARE_NAME,
                    connect_timeout_ms: float = 10_000, request_timeout_ms: float = 30_000,
                    api_ranges: Mapping[int, VersionRange] = MEMBER_API_RANGES,
-                   max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> Connection:
-        """Connect and negotiate versions; raises BrokerConnectionError if either fails."""
+                   max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                   security: SecuritySettings | None = None,
+                   ssl_context: ssl.SSLContext | None = None) -> Connection:
+        """Connect (TLS if `security` says so), negotiate versions and authenticate (SASL
+        if `security` says so). Raises BrokerConnectionError if the broker cannot be
+        reached, AuthenticationError if it and the client do not accept each other.
+        `ssl_context`: a context built once from `security` (`Cluster` shares one); built
+        here when not given."""
+        security = security or SecuritySettings()
+        if security.uses_tls and ssl_context is None:
+            ssl_context = security.ssl_context()
+        tls: dict[str, Any] = {}
+        if security.uses_tls:
+            tls = {"ssl": ssl_context, "server_hostname": host,
+                   "ssl_handshake_timeout": connect_timeout_ms / 1000}
         try:
             async with asyncio.timeout(connect_timeout_ms / 1000):
-                reader, writer = await asyncio.open_connection(host, port, limit=READ_CHUNK)
+                reader, writer = await asyncio.open_connection(host, port, limit=READ_CHUNK,
+                                                               **tls)
+        except _TLS_CONNECTION_ERRORS as e:
+            raise BrokerConnectionError(f"cannot connect to {host}:{port}: {e!r}") from e
+        except ssl.SSLError as e:
+            raise _tls_failure(f"{host}:{port}", e) from e
         except (OSError, TimeoutError) as e:
             raise BrokerConnectionError(f"cannot connect to {host}:{port}: {e!r}") from e
         conn = cls(reader, writer, host, port, client_id=client_id,
@@ -138,6 +200,13 @@ class Connection:
                                               name=f"coterie-conn-{host}:{port}")
         try:
             await conn._negotiate(connect_timeout_ms)
+            if security.sasl is not None and security.uses_sasl:
+                await conn._authenticate(security, connect_timeout_ms)
+        except BrokerConnectionError as e:
+            conn.close()
+            if conn._tls_alert is not None:
+                raise _tls_failure(conn.address, conn._tls_alert) from e
+            raise
         except BaseException:
             conn.close()
             raise
@@ -197,6 +266,43 @@ class Connection:
                 break
             version = retry
         raise UnsupportedVersionError(f"{self.address} shares no ApiVersions version with us")
+
+    # -- SASL ---------------------------------------------------------------------------------
+    async def _authenticate(self, security: SecuritySettings, timeout_ms: float) -> None:
+        """SaslHandshake, then SaslAuthenticate until the mechanism's exchange is done."""
+        credentials = security.sasl
+        assert credentials is not None
+        mechanism = credentials.mechanism
+        try:
+            shaken = await self.call(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism},
+                                     versions=SASL_API_RANGES[ApiKey.SASL_HANDSHAKE],
+                                     timeout_ms=timeout_ms)
+        except UnsupportedVersionError as e:
+            raise SaslAuthenticationError(f"{self.address} does not serve SaslHandshake v1 "
+                                          f"(is it a SASL listener?): {e}") from e
+        if shaken.error_code == ErrorCode.unsupported_sasl_mechanism:
+            raise SaslAuthenticationError(
+                f"{self.address} does not offer SASL {mechanism} (sasl.mechanism); it offers "
+                f"{', '.join(shaken.mechanisms) or 'none'}")
+        if shaken.error_code != ErrorCode.none:
+            hint = (" (is it a SASL_PLAINTEXT / SASL_SSL listener?)"
+                    if shaken.error_code == ErrorCode.illegal_sasl_state else "")
+            raise SaslAuthenticationError(f"SaslHandshake to {self.address} failed: "
+                                          f"{shaken.error_code.name.upper()}{hint}")
+        exchange = sasl_exchange(credentials)
+        token: bytes | None = exchange.first()
+        while token is not None:
+            answer = await self.call(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token},
+                                     versions=SASL_API_RANGES[ApiKey.SASL_AUTHENTICATE],
+                                     timeout_ms=timeout_ms)
+            if answer.error_code != ErrorCode.none:
+                raise SaslAuthenticationError(
+                    f"SASL {mechanism} authentication of {credentials.username!r} to "
+                    f"{self.address} failed: "
+                    f"{answer.error_message or answer.error_code.name.upper()}")
+            token = exchange.answer(bytes(answer.auth_bytes))
+        log.debug("%s: authenticated as %r with SASL %s", self.address, credentials.username,
+                  mechanism)
 
     def version(self, api_key: int, wanted: VersionRange | None = None) -> int:
         """The version a request of `api_key` is sent in on this connection."""
@@ -271,6 +377,10 @@ class Connection:
             raise
         except FrameTooLarge as e:
             reason = f"dropped: {e}"
+        except ssl.SSLError as e:
+            if not isinstance(e, _TLS_CONNECTION_ERRORS):
+                self._tls_alert = e
+            reason = f"failed: {e!r}"
         except (ConnectionError, OSError) as e:
             reason = f"failed: {e!r}"
         self._shut(ConnectionClosedError(f"connection to {self.address} {reason}"))

@@ -87,6 +87,7 @@ from coterie.client.fetcher import (
 from coterie.client.member import GroupMember, MemberState
 from coterie.client.partition_state import EARLIEST, LATEST, RESET_POLICIES, Assignment
 from coterie.client.records import ConsumerRecord
+from coterie.client.security import SecuritySettings
 from coterie.client.subscription import TopicPartition, TopicSubscription
 from coterie.client.versions import MEMBER_API_RANGES, ApiKey, VersionRange
 
@@ -203,6 +204,9 @@ class Consumer:
     `group_protocol`: "classic" (default) or "consumer" (KIP-848; see the module docstring),
     with `group_remote_assignor` the server-side assignor to ask for (None: the broker's
     default), or `group_client_assignor` a client-side one (coterie brokers only).
+    `security`: TLS and SASL for every connection, as a map of Kafka's client properties
+    (`security.protocol`, `ssl.*`, `sasl.*`; see `coterie.client.security`) or
+    `SecuritySettings`.
     """
 
     def __init__(self, bootstrap: str | Sequence[str], group_id: str, *,
@@ -221,7 +225,8 @@ class Consumer:
                  metadata_max_age_ms: int = 300_000, check_crcs: bool = True,
                  request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1_000, unavailable_timeout_ms: int | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 security: SecuritySettings | Mapping[str, object] | None = None) -> None:
         if auto_offset_reset not in RESET_POLICIES:
             raise ValueError(f"auto_offset_reset must be one of {RESET_POLICIES}")
         if max_poll_records < 1 or auto_commit_interval_ms <= 0 or metadata_max_age_ms <= 0:
@@ -249,7 +254,8 @@ class Consumer:
                                request_timeout_ms=request_timeout_ms,
                                retry_backoff_ms=retry_backoff_ms,
                                retry_backoff_max_ms=retry_backoff_max_ms,
-                               api_ranges=CONSUMER_API_RANGES, rng=rng)
+                               api_ranges=CONSUMER_API_RANGES, rng=rng,
+                               security=security)
         self._assignment = Assignment()
         self._offsets = OffsetClient(self.cluster, group_id,
                                      unavailable_timeout_ms=unavailable_timeout_ms,

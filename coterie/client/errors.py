@@ -6,6 +6,10 @@
     │   └── RequestTimeoutError
     ├── BrokerUnavailableError        no broker / coordinator reachable within the bound
     ├── UnsupportedVersionError       broker, kio and client share no version of an API
+    ├── SecuritySettingError          a security setting is missing or wrong (also ValueError)
+    ├── AuthenticationError           the broker and the client do not accept each other:
+    │   ├── SslAuthenticationError    the TLS handshake failed (certificate not trusted ...)
+    │   └── SaslAuthenticationError   SASL failed (wrong password, mechanism not offered ...)
     ├── BrokerError                   a broker answered with an error code (.error_code)
     │   ├── CommitFailedError         OffsetCommit from a generation the group has left
     │   └── FatalGroupError           a group error that rejoining cannot fix
@@ -34,6 +38,11 @@ Errors the group protocol recovers from by itself (REBALANCE_IN_PROGRESS, ILLEGA
 UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED, FENCED_MEMBER_EPOCH, the coordinator errors) never
 reach user code: the member rejoins or rediscovers. Everything here does, through
 `GroupMember.error` (and the consumer's `poll()`).
+
+An AuthenticationError is not a BrokerConnectionError on purpose: every reconnect loop
+retries BrokerConnectionError, and retrying a wrong password or an untrusted certificate
+would only hide it (and, on Kafka, meet the broker's failed-authentication delay again and
+again); it ends the member instead, as Kafka's clients raise their AuthenticationException.
 """
 
 from __future__ import annotations
@@ -68,6 +77,31 @@ class BrokerUnavailableError(ClientError):
 
 class UnsupportedVersionError(ClientError):
     """The broker, kio and the calling code have no version of an API in common."""
+
+
+class SecuritySettingError(ClientError, ValueError):
+    """A security setting (Kafka's property name in `.setting`) is missing, malformed,
+    contradicts another or names something coterie does not support."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting} {problem}")
+        self.setting = setting
+        self.problem = problem
+
+
+class AuthenticationError(ClientError):
+    """The broker refused who the client is, or the client refused the broker: not retried
+    (see the module docstring)."""
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed: the broker's certificate is not from a trusted CA or does
+    not name the host, or the broker refused the client's certificate (or its absence)."""
+
+
+class SaslAuthenticationError(AuthenticationError):
+    """SASL authentication failed: wrong credentials, a mechanism the broker does not
+    offer, or a SCRAM server that could not prove it knows the password."""
 
 
 class BrokerError(ClientError):

@@ -57,6 +57,7 @@ from coterie.client.errors import (
 )
 from coterie.client.outcomes import HEARTBEAT, JOIN_GROUP, SYNC_GROUP, Outcome, outcome
 from coterie.client.protocol import EmbeddedProtocol, Generation, JoinedMember
+from coterie.client.security import SecuritySettings
 from coterie.client.versions import ApiKey, VersionRange
 
 log = logging.getLogger("coterie.client.member")
@@ -103,6 +104,9 @@ class GroupMember:
     `unavailable_timeout_ms`: fail with BrokerUnavailableError after that long without any
     coordinator (None: keep retrying). `lease_margin_ms`: how much earlier than the coordinator
     could drop it the member considers its generation lost (default 10% of the lease).
+    `security`: TLS and SASL, as a map of Kafka's client properties (`{"security.protocol":
+    "SASL_SSL", "sasl.mechanism": "PLAIN", ...}`, see `coterie.client.security`) or
+    `SecuritySettings`; ignored when `bootstrap` is a `Cluster`, which has its own.
     `rebalances` counts the generations the member has taken part in.
     """
 
@@ -112,7 +116,8 @@ class GroupMember:
                  rebalance_timeout_ms: int = 60_000, client_id: str = "coterie-member",
                  request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1_000, unavailable_timeout_ms: int | None = None,
-                 lease_margin_ms: int | None = None, rng: random.Random | None = None) -> None:
+                 lease_margin_ms: int | None = None, rng: random.Random | None = None,
+                 security: SecuritySettings | Mapping[str, object] | None = None) -> None:
         if not group_id:
             raise ValueError("group_id must not be empty")
         if not protocol.protocol_type:
@@ -139,7 +144,8 @@ class GroupMember:
             self.cluster = Cluster(bootstrap, client_id=client_id,
                                    request_timeout_ms=request_timeout_ms,
                                    retry_backoff_ms=retry_backoff_ms,
-                                   retry_backoff_max_ms=retry_backoff_max_ms, rng=rng)
+                                   retry_backoff_max_ms=retry_backoff_max_ms, rng=rng,
+                                   security=security)
             self._owns_cluster = True
         self._link = CoordinatorLink(self.cluster, group_id, unavailable_timeout_ms)
         self._state = MemberState.CREATED

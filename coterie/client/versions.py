@@ -33,7 +33,9 @@ class ApiKey(enum.IntEnum):
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
+    SASL_AUTHENTICATE = 36
     CONSUMER_GROUP_HEARTBEAT = 68
 
 
@@ -52,6 +54,15 @@ MEMBER_API_RANGES: Mapping[int, VersionRange] = {
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
+}
+
+# SASL, sent by every connection on a SASL listener whatever it is for: SaslHandshake v1
+# (v0, the unframed tokens, is gone from Kafka 4 and was never served by coterie), then
+# SaslAuthenticate in the highest version the broker offers (v1 adds the session lifetime,
+# v2 flexible fields).
+SASL_API_RANGES: Mapping[int, VersionRange] = {
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -27,7 +28,12 @@ from coterie.client.cluster import Cluster, ClusterMetadata
 from coterie.client.commits import OffsetClient
 from coterie.client.connection import Connection
 from coterie.client.consumer import CONSUMER_API_RANGES
-from coterie.client.errors import BrokerConnectionError, BrokerError, ClientError
+from coterie.client.errors import (
+    BrokerConnectionError,
+    BrokerError,
+    ClientError,
+    SecuritySettingError,
+)
 from coterie.client.subscription import TopicPartition
 from coterie.client.versions import ApiKey, VersionRange
 from coterie.spark.options import Connect
@@ -67,9 +73,16 @@ class Brokers:
 
     def __init__(self, connect: Connect) -> None:
         self._loop = asyncio.new_event_loop()
-        self._cluster = Cluster(connect.bootstrap, client_id=connect.client_id,
-                                request_timeout_ms=connect.request_timeout_ms,
-                                api_ranges=SPARK_API_RANGES)
+        try:
+            self._cluster = Cluster(connect.bootstrap, client_id=connect.client_id,
+                                    request_timeout_ms=connect.request_timeout_ms,
+                                    api_ranges=SPARK_API_RANGES, security=connect.security)
+        except SecuritySettingError as e:
+            self._loop.close()
+            # The files are read here, on whichever node opens the connection.
+            raise SecuritySettingError(f"kafka.{e.setting}", f"{e.problem} (certificate and "
+                                       "key paths must exist on the driver and on every "
+                                       f"executor; this is {socket.gethostname()})") from e
         self._deadline_s = connect.request_timeout_ms / 1000
         self._conns: dict[int, Connection] = {}
         self._leaders: dict[TP, int] = {}

@@ -14,6 +14,16 @@ group commits. Options Spark's Kafka source has but this source does not impleme
 timestamp-based starting points, Kafka consumer pools...) are refused by name rather than
 silently ignored.
 
+Security, as Spark's Kafka source takes it: Kafka's client properties with the `kafka.`
+prefix (`kafka.security.protocol`, `kafka.sasl.mechanism`, `kafka.sasl.jaas.config`,
+`kafka.ssl.truststore.location`, ...; librdkafka's `kafka.sasl.username`,
+`kafka.ssl.ca.location`, ... too), read by `coterie.client.security`. A mistake is a
+CoterieOptionError naming the `kafka.` option. Certificate and key files are named by path
+and read where a connection is opened: on the driver (planning, offsets) and on every
+executor (reads, writes), so the paths must exist on every node, as for Spark's Kafka source
+(ship them with `--files` and name them relative to the working directory, or put them on
+every node's disk).
+
 Topic patterns are RE2 (google-re2, already a coterie dependency): linear-time matching, the
 common Java-regex syntax, but no back-references or look-around. Like Spark's Kafka source
 the pattern must match the whole topic name.
@@ -23,11 +33,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import re2
 
 from coterie.client.cluster import parse_bootstrap
+from coterie.client.errors import SecuritySettingError
+from coterie.client.security import SecuritySettings
 
 EARLIEST = -2
 LATEST = -1
@@ -60,6 +72,7 @@ class Connect:
     bootstrap: str
     client_id: str = "coterie-spark"
     request_timeout_ms: int = 30_000
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +158,17 @@ def _connect(opts: dict[str, str]) -> Connect:
         raise CoterieOptionError("bootstrap.servers", f"is malformed: {e}") from None
     timeout = _positive_int(opts, "kafka.request.timeout.ms") or 30_000
     client_id = opts.get("kafka.client.id") or "coterie-spark"
-    return Connect(servers, client_id, timeout)
+    return Connect(servers, client_id, timeout, _security(opts))
+
+
+def _security(opts: dict[str, str]) -> SecuritySettings:
+    """The `kafka.`-prefixed security options as the client library's settings."""
+    kafka = {k.removeprefix("kafka."): v for k, v in opts.items()
+             if k.startswith(("kafka.security.", "kafka.ssl.", "kafka.sasl."))}
+    try:
+        return SecuritySettings.from_properties(kafka)
+    except SecuritySettingError as e:
+        raise CoterieOptionError(f"kafka.{e.setting}", e.problem) from None
 
 
 def _topic_list(raw: str) -> tuple[str, ...]:

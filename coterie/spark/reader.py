@@ -42,7 +42,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from coterie.client.errors import ClientError
+from coterie.client.errors import AuthenticationError, ClientError
 from coterie.spark.brokers import EARLIEST_TS, LATEST_TS, Brokers
 from coterie.spark.columns import decode_columns
 from coterie.spark.options import ReadOptions
@@ -92,8 +92,8 @@ def read_range(opts: ReadOptions, rng: OffsetRange, schema: pa.Schema,
                 result = brokers.fetch(tp, pos, max_bytes=opts.fetch_max_bytes)
             except ClientError as e:
                 failures += 1
-                if failures >= FETCH_ATTEMPTS:
-                    raise
+                if failures >= FETCH_ATTEMPTS or isinstance(e, AuthenticationError):
+                    raise  # (a refused login or certificate does not get better by retrying)
                 log.info("%s-%d: fetch at %d failed (%s); retrying", *tp, pos, e)
                 time.sleep(min(1.0, 0.05 * failures))
                 continue

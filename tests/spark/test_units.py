@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import pickle
 
 import pytest
 from hypothesis import given, settings
@@ -74,6 +75,43 @@ def test_write_options() -> None:
     assert write_options({**BASE, "topic": "t"}).acks == -1
     with pytest.raises(CoterieOptionError, match=r"kafka\.acks"):
         write_options({**BASE, "kafka.acks": "0"})
+
+
+def test_kafka_prefixed_security_options_become_the_clients_settings() -> None:
+    """Spark's Kafka source convention: Kafka's client properties with the kafka. prefix;
+    the settings travel to the executors pickled with the options."""
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="bob" password="bob-secret";')
+    opts = read_options({**BASE, "subscribe": "t", "kafka.security.protocol": "SASL_SSL",
+                         "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": jaas,
+                         "kafka.ssl.truststore.type": "PEM",
+                         "kafka.ssl.truststore.location": "/etc/ca.pem",
+                         "kafka.ssl.endpoint.identification.algorithm": ""}, streaming=True)
+    security = opts.connect.security
+    assert (security.protocol, security.ca_location, security.check_hostname) == (
+        "SASL_SSL", "/etc/ca.pem", False)
+    assert security.sasl is not None
+    assert (security.sasl.mechanism, security.sasl.username, security.sasl.password) == (
+        "SCRAM-SHA-512", "bob", "bob-secret")
+    assert pickle.loads(pickle.dumps(opts)) == opts
+    plain = write_options({**BASE, "kafka.security.protocol": "SSL",
+                           "kafka.ssl.ca.location": "/ca.pem"})
+    assert (plain.connect.security.protocol, plain.connect.security.ca_location) == (
+        "SSL", "/ca.pem")
+    assert read_options({**BASE, "subscribe": "t"}, streaming=True).connect.security.protocol \
+        == "PLAINTEXT"
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"kafka.security.protocol": "TLS"}, "kafka.security.protocol"),
+    ({"kafka.security.protocol": "SASL_SSL"}, "kafka.sasl.mechanism"),
+    ({"kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JKS",
+      "kafka.ssl.truststore.location": "/t.jks"}, "kafka.ssl.truststore.type"),
+])
+def test_bad_security_options_name_the_kafka_option(options, named) -> None:
+    with pytest.raises(CoterieOptionError) as info:
+        read_options({**BASE, "subscribe": "t", **options}, streaming=True)
+    assert info.value.option == named
 
 
 def test_offset_json_round_trip() -> None:
