@@ -34,10 +34,6 @@ UNSENT_LIMIT = 1024 * 1024
 # Request bytes a connection may have waiting while one of its answers is awaited.
 READ_LIMIT = 2 * READ_CHUNK
 
-# What a SASL listener serves before authentication: SaslHandshake, ApiVersions,
-# SaslAuthenticate (Kafka's rule).
-_BEFORE_AUTHENTICATION = frozenset({17, 18, 36})
-
 # The broker (coterie.broker.server.Broker): what a connection calls back.
 Broker = Any
 
@@ -313,13 +309,16 @@ class ClientConnection(Connection):
                 if frame is None:
                     break
                 sasl = self.sasl
-                if sasl is not None and not sasl.authenticated:
+                # Not authenticated yet, or a session that ends (KIP-368): the SASL
+                # state's gate (coterie.broker.sasl.SaslState.refusal) decides.
+                if sasl is not None and (not sasl.authenticated
+                                         or sasl.expires_at is not None):
                     if sasl.failed:
                         continue  # closing: nothing more is answered
                     api_key = int.from_bytes(frame[:2], "big", signed=True)
-                    if api_key not in _BEFORE_AUTHENTICATION:
-                        raise CloseConnection(f"request with api key {api_key} from "
-                                              f"{self.peer} before SASL authentication")
+                    refusal = sasl.refusal(api_key, time.monotonic())
+                    if refusal is not None:
+                        raise CloseConnection(f"{refusal} from {self.peer}")
                 out = broker._handle_frame(frame, self.peer, self.listener, self.principal,
                                            self)
                 if type(out) is Parked:

@@ -464,6 +464,8 @@ COTERIE_CONFIGS: dict[str, int] = {
     "group.events.enable": BOOLEAN,
     "group.events.partitions": INT,
     "group.events.retention.ms": LONG,
+    # Kafka's JVM property naming the JAAS file (coterie.broker.jaas), as a setting here.
+    "java.security.auth.login.config": STRING,
     "log.max.open.files": INT,
     "max.partitions.per.request": INT,
     "storage": STRING,
