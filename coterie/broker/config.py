@@ -15,7 +15,8 @@ from pathlib import Path
 from coterie.assign.registry import UnknownAssignor, lookup
 from coterie.broker.acls import AuthorizerConfigError, authorizer_settings
 from coterie.broker.listeners import Listener, ListenerError, listeners_from
-from coterie.broker.sasl import SaslError, sasl_settings
+from coterie.broker.sasl import SaslError, jaas_file, sasl_settings
+from coterie.broker.ssl_principal import RulesError, principal_mapper
 from coterie.broker.tls import TlsConfigError, server_context
 from coterie.group import ConsumerGroupConfig
 from coterie.log.errors import InvalidConfigError
@@ -209,6 +210,10 @@ class BrokerConfig:
             authorizer_settings(self.props)
         except AuthorizerConfigError as e:
             raise ConfigError(str(e)) from None
+        try:
+            jaas_file(self.props)  # the JAAS file, when named, is read at start
+        except SaslError as e:
+            raise ConfigError(str(e)) from None
         for spec in self.listeners():
             if spec.sasl:
                 try:
@@ -218,7 +223,8 @@ class BrokerConfig:
             if spec.tls:
                 try:
                     server_context(self.props, spec.name)
-                except TlsConfigError as e:
+                    principal_mapper(self.props, spec.name)
+                except (TlsConfigError, RulesError) as e:
                     raise ConfigError(str(e)) from None
 
     def listeners(self) -> list[Listener]:

@@ -64,6 +64,7 @@ from coterie.broker.sasl import SaslState, sasl_settings
 from coterie.broker.scram_credentials import ScramCredentials
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
+from coterie.broker.ssl_principal import principal_mapper
 from coterie.broker.tls import server_context
 from coterie.broker.tls_connection import TlsClientConnection
 from coterie.broker.topic_admin import TopicAdmin
@@ -147,6 +148,9 @@ class Broker:
         self.listener_specs = config.listeners()
         self.tls_contexts = {spec.name: server_context(config.props, spec.name)
                              for spec in self.listener_specs if spec.tls}
+        # An SSL listener's ssl.principal.mapping.rules (SASL_SSL's principal is SASL's).
+        self.principal_mappers = {spec.name: principal_mapper(config.props, spec.name)
+                                  for spec in self.listener_specs if spec.tls and not spec.sasl}
         self.tls_handshake_timeout_s = config.get_int("tls.handshake.timeout.ms") / 1000
         self.sasl_settings = {spec.name: sasl_settings(config.props, spec.name)
                               for spec in self.listener_specs if spec.sasl}
@@ -496,7 +500,8 @@ class Broker:
         if context is None:
             conn = ClientConnection(self, sock.detach(), ip, port, listener)
         else:
-            conn = TlsClientConnection(self, sock.detach(), ip, port, listener, context)
+            conn = TlsClientConnection(self, sock.detach(), ip, port, listener, context,
+                                       self.principal_mappers.get(listener))
         sasl = self.sasl_settings.get(listener)
         if sasl is not None:
             # Until it authenticates, a client's frames are bounded by Kafka's

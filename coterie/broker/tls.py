@@ -15,9 +15,10 @@ Python's `ssl` module does the work, at TLS 1.2 or newer with its default cipher
 RC4, no export ciphers, forward secrecy first), renegotiation off. JKS and PKCS12 stores are
 Java's: coterie refuses them with a message that says to convert them to PEM.
 
-A client certificate's subject names the connection's principal, as Kafka's default
-`ssl.principal.mapping.rules`: `User:` and the subject's distinguished name in RFC 2253
-form, most specific part first (`User:CN=alice,OU=eng,O=example`).
+A client certificate's subject names the connection's principal: `User:` and the
+subject's distinguished name in RFC 2253 form, most specific part first
+(`User:CN=alice,OU=eng,O=example`), as Kafka's default `ssl.principal.mapping.rules`;
+other rules are coterie.broker.ssl_principal's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import ssl
 import tempfile
 from collections.abc import Mapping
 from typing import Any
+
+from coterie.broker.ssl_principal import PrincipalMapper
 
 __all__ = ["TlsConfigError", "principal_of", "server_context"]
 
@@ -126,15 +129,19 @@ def _load_inline_chain(ctx: ssl.SSLContext, key: str, chain: str,
             os.unlink(path)
 
 
-def principal_of(peer_cert: dict[str, Any] | None) -> str:
-    """The principal of a TLS connection (module docstring): `User:ANONYMOUS` without a
-    client certificate, as on Kafka."""
+def principal_of(peer_cert: dict[str, Any] | None,
+                 mapper: PrincipalMapper | None = None) -> str:
+    """The principal of a TLS connection: `User:ANONYMOUS` without a client certificate,
+    as on Kafka; else `User:` and what the listener's `ssl.principal.mapping.rules`
+    (coterie.broker.ssl_principal; DEFAULT: the subject itself) make of the subject.
+    NoRuleApplies when no rule does (the connection is refused)."""
     if not peer_cert:
         return "User:ANONYMOUS"
     parts = []
     for rdn in reversed(peer_cert.get("subject", ())):
         parts.append("+".join(f"{_SHORT.get(k, k)}={_escape(v)}" for k, v in rdn))
-    return "User:" + ",".join(parts)
+    subject = ",".join(parts)
+    return "User:" + (subject if mapper is None else mapper.name(subject))
 
 
 # The attribute names RFC 2253 writes short (Python's ssl gives the long ones).

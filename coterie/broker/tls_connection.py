@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from coterie.broker.client_connection import Broker, ClientConnection, CloseConnection
+from coterie.broker.ssl_principal import NoRuleApplies, PrincipalMapper
 from coterie.broker.tls import principal_of
 from coterie.wire.codec import FileRange
 
@@ -43,11 +44,12 @@ _PLAIN = 64 * 1024  # plaintext taken out of the TLS object at once
 class TlsClientConnection(ClientConnection):
     """A ClientConnection whose bytes pass through TLS (module docstring)."""
 
-    __slots__ = ("handshaken", "incoming", "outgoing", "timer", "tls")
+    __slots__ = ("handshaken", "incoming", "mapper", "outgoing", "timer", "tls")
 
     def __init__(self, broker: Broker, fd: int, ip: str, port: int, listener: str,
-                 context: ssl.SSLContext) -> None:
+                 context: ssl.SSLContext, mapper: PrincipalMapper | None = None) -> None:
         ClientConnection.__init__(self, broker, fd, ip, port, listener)
+        self.mapper = mapper  # the listener's ssl.principal.mapping.rules
         self.incoming = ssl.MemoryBIO()
         self.outgoing = ssl.MemoryBIO()
         self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
@@ -92,6 +94,12 @@ class TlsClientConnection(ClientConnection):
                      e.reason or e)
             self.close()
             return
+        except NoRuleApplies as e:
+            # Kafka fails the authentication: the client is not let in.
+            log.info("closing connection from %s: ssl.principal.mapping.rules: %s",
+                     self.peer, e)
+            self.close()
+            return
         self._send_pending()
         if self.closed:
             return
@@ -114,7 +122,7 @@ class TlsClientConnection(ClientConnection):
             except ssl.SSLWantReadError:
                 return b""
             self.handshaken = True
-            self.principal = principal_of(tls.getpeercert())
+            self.principal = principal_of(tls.getpeercert(), self.mapper)
             if self.timer is not None:
                 self.timer.cancel()
                 self.timer = None

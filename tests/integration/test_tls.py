@@ -188,6 +188,47 @@ def test_mutual_tls_lets_in_the_trusted_clients_only(tmp_path: Path, certs: Path
     assert principal_of(decoded) == "User:CN=alice,OU=eng,O=coterie-test"
 
 
+def test_principal_mapping_rules_name_the_principal_the_authorizer_sees(
+        tmp_path: Path, certs: Path) -> None:
+    """ssl.principal.mapping.rules per listener: on SSL the client certificate
+    (CN=alice,OU=eng,...) is `User:ALICE@ENG`, a super user, so a DescribeAcls (DESCRIBE on
+    the cluster) is answered; on STRICT no rule applies to it and it is not let in."""
+    from kio.schema.describe_acls.v2.request import DescribeAclsRequest
+
+    from tests.kafka_raw import RawConnection
+
+    strict = free_port()
+    b = _broker(tmp_path, "mapped", **{
+        "ssl.keystore.location": str(certs / "server.pem"),
+        "ssl.truststore.location": str(certs / "ca.pem"), "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=([^,]*),.*$/$1@$2/U",
+        "listener.name.strict.ssl.principal.mapping.rules": "RULE:^CN=nobody,.*$/x/",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ALICE@ENG"})
+    b.config["listeners"] += f",STRICT://127.0.0.1:{strict}"
+    b.config["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,SSL:SSL,STRICT:SSL"
+    b.start()
+    try:
+        conn = RawConnection.__new__(RawConnection)
+        conn.sock, conn.correlation = _tls_conn(b.ssl_port, certs, client="client"), 0
+        with conn:
+            answer = conn.request(DescribeAclsRequest(
+                resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                principal_filter=None, host_filter=None, operation=1, permission_type=1))
+        assert answer.error_code == 0, answer
+        try:
+            with _tls_conn(strict, certs, client="client") as refused:
+                got = _api_versions(refused)
+        except (ssl.SSLError, ConnectionError):
+            got = b""  # refused in the handshake (TLS 1.3: right after it)
+        assert got == b""
+        # Meanwhile the broker serves others.
+        with socket.create_connection(("127.0.0.1", b.port), timeout=10) as plain:
+            assert _api_versions(plain)[4:6] == b"\x00\x00"
+    finally:
+        b.stop()
+
+
 def test_misbehaving_tls_clients_are_closed_and_others_served(
         tls_broker: CoterieBroker, certs: Path) -> None:
     b = tls_broker
