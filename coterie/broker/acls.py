@@ -9,8 +9,10 @@ resource's authorization error (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_
 CLUSTER_AUTHORIZATION_FAILED, ...). `authorize_principal` asks the same without a request
 (the principal and host given). The decision is coterie.security.authorize over the ACLs
 of the moment (`acls`, an immutable AclSet: a handler that asks twice in one turn of the
-loop sees one set). So far only the ACL APIs themselves ask (ALTER or DESCRIBE on the
-cluster, as Kafka's); the other APIs are not checked yet.
+loop sees one set). `authorize_any` asks whether the principal may perform an operation
+on some resource of a type (Kafka's authorizeByResourceType). The group and transaction
+APIs check through coterie.broker.group_acls, the data, topic and config APIs through
+`enforcing` and `denied` below (docs/security.md lists what each API needs).
 
 **Where the ACLs last.** A single broker keeps them in `acls.json` in its data directory,
 replaced atomically before a change is answered (coterie.log.files.atomic_write); a broker
@@ -38,11 +40,12 @@ from coterie.security import (
     PatternType,
     ResourceType,
     authorize,
+    authorize_any,
     parse_principal,
 )
 
 __all__ = ["ACL_FILE", "AUTHORIZER_CLASSES", "AuthorizerConfigError", "BrokerAuthorizer",
-           "authorizer_settings"]
+           "authorizer_settings", "denied", "enforcing", "host_of"]
 
 ACL_FILE = "acls.json"
 # The authorizer classes a Kafka server.properties may name; all mean coterie's authorizer,
@@ -85,8 +88,9 @@ def authorizer_settings(props: Mapping[str, str]) -> AuthorizerSettings | None:
     return AuthorizerSettings(frozenset(supers), allow)
 
 
-def _host_of(ctx: Any) -> str:
-    """The client's IP address, as ACL hosts name it."""
+def host_of(ctx: Any) -> str:
+    """The client's IP address, as ACL hosts name it (also part of the key of any answer
+    cached per principal: an ACL may name a host)."""
     connection = getattr(ctx, "connection", None)
     ip = getattr(connection, "ip", None)
     if isinstance(ip, str):
@@ -132,7 +136,7 @@ class BrokerAuthorizer:
         configured."""
         if self.settings is None:
             return True
-        return authorize(self.acls, self.settings, ctx.principal, _host_of(ctx), operation,
+        return authorize(self.acls, self.settings, ctx.principal, host_of(ctx), operation,
                          resource_type, name)
 
     def authorize_principal(self, principal: str, host: str, operation: AclOperation,
@@ -142,6 +146,17 @@ class BrokerAuthorizer:
             return True
         return authorize(self.acls, self.settings, principal, host, operation,
                          resource_type, name)
+
+    def authorize_any(self, ctx: Any, operation: AclOperation,
+                      resource_type: ResourceType) -> bool:
+        """May the request's principal perform `operation` on some resource of
+        `resource_type`? Kafka's authorizeByResourceType (coterie.security.authorize_any),
+        which an idempotent InitProducerId asks with WRITE on TOPIC. True when no
+        authorizer is configured."""
+        if self.settings is None:
+            return True
+        return authorize_any(self.acls, self.settings, ctx.principal, host_of(ctx),
+                             operation, resource_type)
 
     def describe(self, f: AclBindingFilter) -> list[AclBinding]:
         return self.acls.select(f)
@@ -174,3 +189,35 @@ class BrokerAuthorizer:
             atomic_write(self._path, json.dumps({"version": 1, "acls": rows},
                                                 indent=0).encode())
         self.acls = acls
+
+
+# -- helpers for the handlers' checks ----------------------------------------------------------
+# Shared by every handler that enforces ACLs (the data, topic and config APIs; the group and
+# transaction APIs may use them too). Why these two: a handler on a hot path (Produce,
+# Fetch, Heartbeat) asks `enforcing` once per request and skips all checking when it is
+# None, so a broker without an authorizer pays one attribute test a request; with one, it
+# asks `denied` once per request with the request's distinct names, one decision a name.
+
+
+def enforcing(ctx: Any) -> BrokerAuthorizer | None:
+    """The request's authorizer when one is configured (`authorizer.class.name` set), else
+    None: then every principal may do everything and the handler checks nothing. (Services
+    made up without an authorizer, as unit tests make them, count as none configured.)"""
+    authorizer = getattr(ctx.services, "authorizer", None)
+    if authorizer is None or authorizer.settings is None:
+        return None
+    return authorizer
+
+
+def denied(ctx: Any, operation: AclOperation, resource_type: ResourceType,
+           names: Iterable[str | None]) -> frozenset[str]:
+    """The names among `names` on which the request's principal may not perform
+    `operation` (each decided once, however often it is named; None names are skipped,
+    left to the handler's own checks); empty at once when no authorizer is configured. The
+    handler answers each of them with the resource's authorization error
+    (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, ...)."""
+    authorizer = enforcing(ctx)
+    if authorizer is None:
+        return frozenset()
+    return frozenset(name for name in set(names) if name is not None
+                     and not authorizer.authorize(ctx, operation, resource_type, name))

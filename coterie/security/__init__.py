@@ -3,7 +3,12 @@
 threads: the broker stores the ACLs (coterie.broker.acls) and asks `authorize`."""
 
 from coterie.security.acl_set import AclSet
-from coterie.security.authorizer import AuthorizerSettings, acl_decides, authorize
+from coterie.security.authorizer import (
+    AuthorizerSettings,
+    acl_decides,
+    authorize,
+    authorize_any,
+)
 from coterie.security.bindings import (
     AclBinding,
     AclBindingFilter,
@@ -24,5 +29,5 @@ from coterie.security.codes import (
 
 __all__ = ["CLUSTER_NAME", "WILDCARD", "WILDCARD_PRINCIPAL", "AclBinding", "AclBindingFilter",
            "AclOperation", "AclPermissionType", "AclSet", "AuthorizerSettings", "InvalidAcl",
-           "PatternType", "ResourceType", "acl_decides", "authorize", "binding_from_wire",
-           "filter_from_wire", "parse_principal"]
+           "PatternType", "ResourceType", "acl_decides", "authorize", "authorize_any",
+           "binding_from_wire", "filter_from_wire", "parse_principal"]

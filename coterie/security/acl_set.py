@@ -31,14 +31,16 @@ class AclSet:
     """An immutable set of ACL bindings with the index above. Changes make a new set
     (`adding`, `removing`), so a reader holding one never sees a half-made change."""
 
-    __slots__ = ("_all", "_lengths", "_literal", "_prefixed")
+    __slots__ = ("_all", "_by_type", "_lengths", "_literal", "_prefixed")
 
     def __init__(self, bindings: Iterable[AclBinding] = ()) -> None:
         self._all: frozenset[AclBinding] = frozenset(bindings)
         literal: dict[_Key, list[AclBinding]] = {}
         prefixed: dict[_Key, list[AclBinding]] = {}
         lengths: dict[ResourceType, set[int]] = {}
+        by_type: dict[ResourceType, list[AclBinding]] = {}
         for b in self._all:
+            by_type.setdefault(b.resource_type, []).append(b)
             key = (b.resource_type, b.name)
             if b.pattern_type == PatternType.PREFIXED:
                 prefixed.setdefault(key, []).append(b)
@@ -48,6 +50,7 @@ class AclSet:
         self._literal = {k: tuple(v) for k, v in literal.items()}
         self._prefixed = {k: tuple(v) for k, v in prefixed.items()}
         self._lengths = {t: tuple(sorted(n)) for t, n in lengths.items()}
+        self._by_type = {t: tuple(v) for t, v in by_type.items()}
 
     def __len__(self) -> int:
         return len(self._all)
@@ -96,6 +99,11 @@ class AclSet:
                 if n > size:
                     break
                 yield from prefixed.get((resource_type, name[:n]), ())
+
+    def of_type(self, resource_type: ResourceType) -> tuple[AclBinding, ...]:
+        """Every ACL on resources of `resource_type`, whatever their pattern: what Kafka's
+        authorizeByResourceType walks ("may this principal WRITE some topic?")."""
+        return self._by_type.get(resource_type, ())
 
     def select(self, f: AclBindingFilter) -> list[AclBinding]:
         """The bindings `f` matches (DescribeAcls, DeleteAcls), in `AclBinding.key` order."""

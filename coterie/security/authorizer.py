@@ -26,10 +26,11 @@ from coterie.security.codes import (
     WILDCARD_PRINCIPAL,
     AclOperation,
     AclPermissionType,
+    PatternType,
     ResourceType,
 )
 
-__all__ = ["AuthorizerSettings", "acl_decides", "authorize"]
+__all__ = ["AuthorizerSettings", "acl_decides", "authorize", "authorize_any"]
 
 # The operations an ALLOW of which also allows DESCRIBE, and DESCRIBE_CONFIGS.
 IMPLIES_DESCRIBE = frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
@@ -90,3 +91,54 @@ def authorize(acls: AclSet, settings: AuthorizerSettings, principal: str, host: 
     if allowed:
         return True
     return settings.allow_if_no_acl and not covered
+
+
+# The name Kafka's authorizeByResourceType asks about first, so that a super user (and
+# `allow.everyone.if.no.acl.found` with no ACL in the way) is allowed whatever else is there.
+PROBE_NAME = "hardcode"
+
+
+def authorize_any(acls: AclSet, settings: AuthorizerSettings, principal: str, host: str,
+                  operation: AclOperation, resource_type: ResourceType) -> bool:
+    """May `principal` perform `operation` on *some* resource of `resource_type`? Kafka's
+    `Authorizer.authorizeByResourceType` (StandardAuthorizer keeps the interface's default),
+    which an idempotent InitProducerId asks with WRITE on TOPIC: a producer that may write
+    to any topic may have a producer id.
+
+    As Kafka: allowed if the principal may perform it on a resource named `hardcode` (super
+    users; the no-ACL default); else, over the type's ACLs for the principal (or `User:*`),
+    its host (or `*`) and the operation itself or ALL (no implied operations): a literal `*`
+    DENY denies, a literal `*` ALLOW allows, and otherwise some ALLOW pattern must not be
+    dominated by a DENY: a literal ALLOW by a literal DENY of the same name, any ALLOW by a
+    PREFIXED DENY of one of its prefixes (itself included)."""
+    if authorize(acls, settings, principal, host, operation, resource_type, PROBE_NAME):
+        return True
+    deny_literal: set[str] = set()
+    deny_prefixed: set[str] = set()
+    allows: list[tuple[PatternType, str]] = []
+    wildcard_allow = False
+    for acl in acls.of_type(resource_type):
+        if acl.host != host and acl.host != WILDCARD:
+            continue
+        if acl.principal != principal and acl.principal != WILDCARD_PRINCIPAL:
+            continue
+        if acl.operation != operation and acl.operation != AclOperation.ALL:
+            continue
+        literal = acl.pattern_type == PatternType.LITERAL
+        if acl.permission == AclPermissionType.DENY:
+            if literal and acl.name == WILDCARD:
+                return False
+            (deny_literal if literal else deny_prefixed).add(acl.name)
+        elif acl.permission == AclPermissionType.ALLOW:
+            if literal and acl.name == WILDCARD:
+                wildcard_allow = True
+            else:
+                allows.append((acl.pattern_type, acl.name))
+    if wildcard_allow:
+        return True
+    for pattern_type, name in allows:
+        if pattern_type == PatternType.LITERAL and name in deny_literal:
+            continue
+        if not any(name[:n] in deny_prefixed for n in range(1, len(name) + 1)):
+            return True
+    return False

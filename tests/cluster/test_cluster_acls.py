@@ -53,3 +53,32 @@ def test_acls_created_through_one_broker_are_described_through_the_other(
         assert {a.name for a in future.result(10)} == {"shared", "shared-"}
     wait_until(lambda: names(one) == {("app", PT.LITERAL, OP.READ)}, 10,
                "broker 1 no longer describes the ACLs deleted through broker 2")
+
+
+def test_a_transaction_across_brokers_commits_with_an_authorizer(
+        acl_cluster: CoterieCluster) -> None:
+    """WriteTxnMarkers needs CLUSTER_ACTION on the cluster: brokers send them to each other
+    as `User:ANONYMOUS` (PLAINTEXT), in `super.users` here as docs/security.md asks, so a
+    transaction over partitions both brokers lead commits."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": acl_cluster.bootstrap})
+    for future in admin.create_topics([NewTopic("txn-acl", 4, 1)], request_timeout=10).values():
+        future.result(10)
+    producer = Producer({"bootstrap.servers": acl_cluster.bootstrap,
+                         "transactional.id": "acl-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in range(4):
+        producer.produce("txn-acl", b"v", partition=p)
+    producer.commit_transaction(30)
+    consumer = Consumer({"bootstrap.servers": acl_cluster.bootstrap, "group.id": "acl-txn-g",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["txn-acl"])
+        got: list[object] = []
+        wait_until(lambda: got.extend(m for m in consumer.consume(10, 0.5) if not m.error())
+                   or len(got) >= 4, 20, "the committed transaction's four records")
+    finally:
+        consumer.close()

@@ -7,13 +7,22 @@ version-free values, hands them to the group runtime's door (`GroupRuntime.handl
 persists whatever records they make (an install writes the new target, a refused one the
 fallback's) before answering, and maps the answer back.
 The rules live in the core; docs/extensions.md describes the APIs for client authors.
+
+ACLs: both need READ on the group, as ConsumerGroupHeartbeat (the member that prepares and
+installs an assignment is a member of the group, and its heartbeat already needed READ);
+else GROUP_AUTHORIZATION_FAILED and the coordinator is not asked. The prepared assignment
+names the group's subscribed topics, which the members' heartbeats were allowed to
+DESCRIBE: no topic check is added (docs/security.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from coterie.broker.context import ZERO_UUID, RequestContext
+from coterie.broker.group_acls import may
 from coterie.group import (
     InstallAssignmentRequest,
     InstallAssignmentResponse,
@@ -22,6 +31,9 @@ from coterie.group import (
     PrepareAssignmentResponse,
     TopicPartitions,
 )
+from coterie.security import AclOperation, ResourceType
+
+_REFUSED = "Group authorization failed."
 
 
 def _prepare_answer(ctx: RequestContext, r: PrepareAssignmentResponse) -> Any:
@@ -41,6 +53,10 @@ def _prepare_answer(ctx: RequestContext, r: PrepareAssignmentResponse) -> Any:
 
 
 def prepare_assignment(ctx: RequestContext, request: Any) -> Any:
+    if not may(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond({"error_code": ErrorCode.group_authorization_failed,
+                            "error_message": _REFUSED, "group_epoch": -1,
+                            "assignor_name": "", "members": [], "topics": []})
     return _prepare_answer(ctx, ctx.services.groups.handle(PrepareAssignmentRequest(
         request.group_id, request.member_id, int(request.member_epoch))))
 
@@ -50,6 +66,9 @@ def _install_answer(ctx: RequestContext, r: InstallAssignmentResponse) -> Any:
 
 
 def install_assignment(ctx: RequestContext, request: Any) -> Any:
+    if not may(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond({"error_code": ErrorCode.group_authorization_failed,
+                            "error_message": _REFUSED})
     req = InstallAssignmentRequest(
         group_id=request.group_id, member_id=request.member_id,
         member_epoch=int(request.member_epoch), group_epoch=int(request.group_epoch),

@@ -2,9 +2,11 @@
 
 Admin clients and consoles ask it on every page. The answer names this node as the one
 broker and the controller. The cluster's authorized operations, when asked, are what
-coterie.broker.authorized allows: every operation on a cluster (coterie has no authorizer,
-and Kafka without one answers the same bitfield, 8096); when not asked, Kafka's "not given"
-value. A request for the controllers' endpoints is MISMATCHED_ENDPOINT_TYPE, as a Kafka
+coterie.broker.authorized allows the principal: with no authorizer every operation on a
+cluster (Kafka without one answers the same bitfield, 8096); with one, those the ACLs allow,
+and 0 for a principal that may not DESCRIBE the cluster; when not asked, Kafka's "not
+given" value. The answer itself needs no ACL (Kafka 4.2's AuthHelper checks only for the
+operations). A request for the controllers' endpoints is MISMATCHED_ENDPOINT_TYPE, as a Kafka
 broker answers it.
 """
 

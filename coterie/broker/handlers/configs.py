@@ -24,6 +24,15 @@ partitions at once (retention, segment size and roll time, message size, cleanup
 this broker (its id) or the cluster (""), through coterie.broker.dynamic_configs; what Kafka
 refuses there (static names, bad values, per-broker configs as the cluster default) is
 INVALID_REQUEST with Kafka's message, as Kafka answers.
+
+ACLs (when an authorizer is configured), as Kafka 4.2 checks them (ConfigHelper for
+DescribeConfigs, the controller's authorizeAlterResource for the changes): describing a
+resource needs DESCRIBE_CONFIGS and changing it ALTER_CONFIGS, on the topic for a topic, on
+the group for a group, on the cluster for a broker or a broker's loggers; else the resource
+is answered TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED or
+CLUSTER_AUTHORIZATION_FAILED with Kafka's message, before any other check (but a resource
+named twice in one change, INVALID_REQUEST first, as in Kafka). DescribeConfigs answers the
+refused resources after the others, in Kafka's order.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker import loggers
+from coterie.broker.acls import BrokerAuthorizer, enforcing
 from coterie.broker.config_defs import config_type, kafka_default
 from coterie.broker.context import RequestContext
 from coterie.broker.dynamic_configs import BROKER as BROKER_SCOPE
@@ -48,15 +58,54 @@ from coterie.log.config import (
 )
 from coterie.log.errors import InvalidConfigError, StorageError, UnknownTopicError
 from coterie.log.names import validate_topic_name
+from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+
+# Per config resource type: the ACL resource an operation on its configs is checked on
+# (None: the resource's own name; else this one), and the error when refused, with Kafka's
+# message.
+_ACL_RESOURCE: dict[int, tuple[ResourceType, str | None, ErrorCode, str]] = {
+    TOPIC: (ResourceType.TOPIC, None, ErrorCode.topic_authorization_failed,
+            "Topic authorization failed."),
+    GROUP: (ResourceType.GROUP, None, ErrorCode.group_authorization_failed,
+            "Group authorization failed."),
+    BROKER: (ResourceType.CLUSTER, CLUSTER_NAME, ErrorCode.cluster_authorization_failed,
+             "Cluster authorization failed."),
+    BROKER_LOGGER: (ResourceType.CLUSTER, CLUSTER_NAME,
+                    ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+}
+
+
+def _acl_refusal(ctx: RequestContext, authorizer: BrokerAuthorizer | None,
+                 operation: AclOperation, kind: int, name: str) -> tuple[ErrorCode, str] | None:
+    """The error and message when the principal may not perform `operation` on the configs
+    of resource (`kind`, `name`); None when it may, when no authorizer is configured, or
+    when the type is not one Kafka checks (coterie refuses those itself)."""
+    if authorizer is None or kind not in _ACL_RESOURCE:
+        return None
+    resource_type, fixed_name, code, message = _ACL_RESOURCE[kind]
+    if authorizer.authorize(ctx, operation, resource_type,
+                            name if fixed_name is None else fixed_name):
+        return None
+    return code, message
 
 
 def describe_configs(ctx: RequestContext, request: Any) -> Any:
     synonyms = bool(getattr(request, "include_synonyms", False))
     docs = bool(getattr(request, "include_documentation", False))
-    return ctx.respond({"results": [_describe(ctx, r, synonyms, docs)
-                                    for r in request.resources]})
+    authorizer = enforcing(ctx)
+    results, refused = [], []
+    for r in request.resources:
+        refusal = _acl_refusal(ctx, authorizer, AclOperation.DESCRIBE_CONFIGS,
+                               r.resource_type, r.resource_name)
+        if refusal is None:
+            results.append(_describe(ctx, r, synonyms, docs))
+        else:
+            refused.append({"resource_type": r.resource_type,
+                            "resource_name": r.resource_name, "error_code": refusal[0],
+                            "error_message": refusal[1], "configs": []})
+    return ctx.respond({"results": results + refused})
 
 
 def _describe(ctx: RequestContext, resource: Any, synonyms: bool,
@@ -148,6 +197,7 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
         seen[key] = seen.get(key, 0) + 1
     answers = []
     shared: list[tuple[dict[str, Any], int, str, dict[str, str]]] = []  # for a cluster's db
+    authorizer = enforcing(ctx)
     for r in request.resources:
         answer = {"resource_type": r.resource_type, "resource_name": r.resource_name,
                   "error_code": ErrorCode.none, "error_message": None}
@@ -155,6 +205,11 @@ def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
             if seen[(r.resource_type, r.resource_name)] > 1:
                 raise _Refused(ErrorCode.invalid_request,
                                f"Duplicate resource {r.resource_name!r} in the request")
+            if incremental or r.resource_type != BROKER_LOGGER:  # else refused as Kafka
+                refusal = _acl_refusal(ctx, authorizer, AclOperation.ALTER_CONFIGS,
+                                       r.resource_type, r.resource_name)
+                if refusal is not None:
+                    raise _Refused(*refusal)
             configs = _alter_one(ctx, r, incremental, bool(request.validate_only))
             if configs is not None:
                 shared.append((answer, r.resource_type, r.resource_name, configs))

@@ -11,6 +11,13 @@ A settled member's heartbeat sets no field; the handler sees that on the wire re
 sends the coordinator a `SettledHeartbeat` instead of the full request, and a settled
 member's answer is the same every time: its encoded body is kept (`SteadyAnswers`, one per
 broker in its services).
+
+ACLs (coterie.broker.group_acls), as Kafka 4.2's KafkaApis: a heartbeat needs READ on the
+group (else GROUP_AUTHORIZATION_FAILED, the settled member's too) and, when it names its
+subscribed topics, DESCRIBE on every one of them (else TOPIC_AUTHORIZATION_FAILED, naming
+them, and the coordinator is not asked). ConsumerGroupDescribe needs DESCRIBE per group, and
+a group whose members' assignments name a topic the principal may not DESCRIBE is answered
+TOPIC_AUTHORIZATION_FAILED instead of described.
 """
 
 from __future__ import annotations
@@ -21,6 +28,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import ZERO_UUID, RequestContext, millis
+from coterie.broker.group_acls import (
+    NOT_GIVEN,
+    enforcing,
+    group_operations,
+    unauthorized_topics,
+)
 from coterie.group import (
     ConsumerGroupDescribeRequest,
     ConsumerHeartbeatRequest,
@@ -31,6 +44,7 @@ from coterie.group import (
     SettledHeartbeat,
     TopicPartitions,
 )
+from coterie.security import AclOperation, ResourceType
 from coterie.wire.codec import encode_body_once
 
 _UNCHANGED = datetime.timedelta(milliseconds=-1)  # RebalanceTimeoutMs -1: "unchanged"
@@ -87,8 +101,34 @@ def _build_answer(ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
     })
 
 
+def _refused(ctx: RequestContext, error: ErrorCode, message: str) -> Any:
+    return ctx.respond({"error_code": error, "error_message": message, "member_id": None,
+                        "member_epoch": 0, "heartbeat_interval": 0, "assignment": None})
+
+
+def _heartbeat_refusal(ctx: RequestContext, authorizer: Any, request: Any) -> Any | None:
+    """The answer to a heartbeat the principal may not send (module docstring), or None."""
+    if not authorizer.authorize(ctx, AclOperation.READ, ResourceType.GROUP,
+                                request.group_id):
+        return _refused(ctx, ErrorCode.group_authorization_failed,
+                        "Group authorization failed.")
+    names = request.subscribed_topic_names
+    if names:
+        denied = unauthorized_topics(authorizer, ctx, AclOperation.DESCRIBE, names)
+        if denied:
+            shown = ", ".join(sorted(str(n) for n in denied))
+            return _refused(ctx, ErrorCode.topic_authorization_failed,
+                            f"Not authorized to access topics: [{shown}]")
+    return None
+
+
 def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
+    authorizer = enforcing(ctx)
+    if authorizer is not None:
+        refused = _heartbeat_refusal(ctx, authorizer, request)
+        if refused is not None:
+            return refused
     if (request.member_epoch > 0 and request.topic_partitions is None
             and request.subscribed_topic_names is None and request.instance_id is None
             and request.rack_id is None and request.server_assignor is None
@@ -142,8 +182,29 @@ def _group(d: DescribedConsumerGroup) -> dict[str, Any]:
     }
 
 
+def _described(ctx: RequestContext, authorizer: Any, group_id: str,
+               operations: bool) -> dict[str, Any]:
+    """One group of the answer, with Kafka's checks (module docstring) when `authorizer`;
+    its authorized operations when asked, on a group described without error."""
+    if authorizer is not None and not authorizer.authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return {"group_id": group_id, "error_code": ErrorCode.group_authorization_failed,
+                "error_message": "Group authorization failed.", "members": []}
+    d = ctx.services.groups.handle(ConsumerGroupDescribeRequest(group_id))
+    if d.error != ErrorCode.none:
+        return _group(d)
+    if authorizer is not None:
+        topics = {t.topic_name for m in d.members
+                  for t in (*m.assignment, *m.target_assignment)}
+        if unauthorized_topics(authorizer, ctx, AclOperation.DESCRIBE, topics):
+            return {"group_id": group_id, "error_code": ErrorCode.topic_authorization_failed,
+                    "error_message": "Topic authorization failed.", "members": []}
+    return {**_group(d), "authorized_operations":
+            group_operations(ctx, group_id) if operations else NOT_GIVEN}
+
+
 def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
-    runtime = ctx.services.groups
-    return ctx.respond({"groups": [
-        _group(runtime.handle(ConsumerGroupDescribeRequest(group_id)))
-        for group_id in request.group_ids]})
+    authorizer = enforcing(ctx)
+    operations = bool(getattr(request, "include_authorized_operations", False))
+    return ctx.respond({"groups": [_described(ctx, authorizer, group_id, operations)
+                                   for group_id in request.group_ids]})

@@ -18,6 +18,13 @@ Long poll: if fewer than `min_bytes` are available and `max_wait` has not passed
 parks on the partitions it reads (services.waiters) and is woken by the next append to any of
 them, or by its deadline.
 
+ACLs (when an authorizer is configured), as Kafka 4.2's KafkaApis checks them, decided once
+per request (not again at each wake-up of a long poll): a consumer needs READ on each topic,
+else its partitions are TOPIC_AUTHORIZATION_FAILED (a topic id no topic has stays
+UNKNOWN_TOPIC_ID; a known id the principal may not read is TOPIC_AUTHORIZATION_FAILED, as
+Kafka answers); a follower's fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster
+instead, else every partition is TOPIC_AUTHORIZATION_FAILED.
+
 Speed: a response is first planned (which byte range of which segment each partition
 answers with, found through the offset index without reading any data), and only the final
 plan is written, by hand rather than through kio, into one buffer sized exactly for it: the
@@ -39,8 +46,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.acls import denied, enforcing
 from coterie.broker.context import LEADER_EPOCH, RequestContext
 from coterie.log.segment import Segment
+from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 from coterie.wire.codec import FileRange, RawResponse, response_header_room
 
 log = logging.getLogger("coterie.fetch")
@@ -81,7 +90,35 @@ class _Part:
     aborted: list[tuple[int, int]] | None = None
 
 
-def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part]]], int, list]:
+class _Every:
+    """The topics a follower without CLUSTER_ACTION may not fetch: all of them."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+    def __bool__(self) -> bool:
+        return True
+
+
+def _unreadable(ctx: RequestContext, request: Any) -> frozenset[str] | _Every:
+    """The topics this fetch may not read (module docstring); empty without an authorizer,
+    asked once per request."""
+    authorizer = enforcing(ctx)
+    if authorizer is None:
+        return frozenset()
+    state = getattr(request, "replica_state", None)
+    replica = state.replica_id if state is not None else getattr(request, "replica_id", -1)
+    if replica is not None and replica >= 0:
+        if authorizer.authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                CLUSTER_NAME):
+            return frozenset()
+        return _Every()
+    return denied(ctx, AclOperation.READ, ResourceType.TOPIC,
+                  (_resolve(ctx, topic)[0] for topic in request.topics or ()))
+
+
+def _plan(ctx: RequestContext, request: Any, unreadable: frozenset[str] | _Every = frozenset()
+          ) -> tuple[list[tuple[Any, list[_Part]]], int, list]:
     """One pass over every requested partition: what each answers, bytes planned, wait keys.
 
     Size limits follow Kafka's ReplicaManager.readFromLog, at whole-batch granularity: each
@@ -104,6 +141,8 @@ def _plan(ctx: RequestContext, request: Any) -> tuple[list[tuple[Any, list[_Part
     topics = []
     for topic in request.topics or ():
         name, echo, topic_error = _resolve(ctx, topic)
+        if unreadable and name in unreadable:
+            topic_error = ErrorCode.topic_authorization_failed
         parts = []
         for p in topic.partitions or ():
             index = p.partition
@@ -295,8 +334,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                             "session_id": 0, "responses": []})
     max_wait_s = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait_s
+    unreadable = _unreadable(ctx, request)
     while True:
-        topics, total, keys = _plan(ctx, request)
+        topics, total, keys = _plan(ctx, request, unreadable)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or not keys or remaining <= 0:
             break

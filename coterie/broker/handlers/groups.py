@@ -8,6 +8,12 @@ and translates the answer back. Every rule is the coordinator's (`coterie.group`
 group type serves a request, what DescribeGroups says of a consumer group or an id with only
 offsets, what ListGroups lists, what DeleteGroups may delete. This one broker is the
 coordinator of every group.
+
+ACLs (coterie.broker.group_acls, Kafka's KafkaApis checks): FindCoordinator needs DESCRIBE
+on the group or transactional id; JoinGroup, SyncGroup, Heartbeat and LeaveGroup READ on the
+group (else GROUP_AUTHORIZATION_FAILED and the coordinator is not asked); DescribeGroups
+DESCRIBE and DeleteGroups DELETE per group; ListGroups lists every group with DESCRIBE on
+the cluster, else only the groups the principal may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -18,6 +24,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import Parked, RequestContext, millis
+from coterie.broker.group_acls import (
+    NOT_GIVEN,
+    enforcing,
+    group_operations,
+    may,
+    may_on_cluster,
+)
 from coterie.broker.large import LARGE, in_slices
 from coterie.broker.offsets_topic import OFFSETS_TOPIC
 from coterie.broker.transactions import TXN_TOPIC
@@ -33,6 +46,7 @@ from coterie.group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from coterie.security import AclOperation, ResourceType
 
 
 def find_coordinator(ctx: RequestContext, request: Any) -> Any:
@@ -40,8 +54,15 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     key_type = getattr(request, "key_type", 0)
     keys = list(request.coordinator_keys) if ctx.api_version >= 4 else [request.key]
     entries = []
+    authorizer = enforcing(ctx)
     for key in keys:
-        if key_type not in (0, 1):  # groups and transactions; not share groups yet
+        if authorizer is not None and key_type in (0, 1) and not authorizer.authorize(
+                ctx, AclOperation.DESCRIBE, _KEY_RESOURCE[key_type], key):
+            error = _KEY_REFUSAL[key_type]
+            entries.append({"key": key, "error_code": error,
+                            "error_message": _AUTH_MESSAGES[error], "node_id": -1,
+                            "host": "", "port": -1})
+        elif key_type not in (0, 1):  # groups and transactions; not share groups yet
             entries.append({"key": key, "error_code": ErrorCode.coordinator_not_available,
                             "error_message": "coterie coordinates groups and transactions "
                             "only", "node_id": -1, "host": "", "port": -1})
@@ -54,6 +75,26 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 4:
         return ctx.respond({"coordinators": entries})
     return ctx.respond(entries[0])
+
+
+# FindCoordinator's key types (0 a group, 1 a transactional id): the resource DESCRIBE is
+# asked on, and the error when the principal may not.
+_KEY_RESOURCE = {0: ResourceType.GROUP, 1: ResourceType.TRANSACTIONAL_ID}
+_KEY_REFUSAL = {0: ErrorCode.group_authorization_failed,
+                1: ErrorCode.transactional_id_authorization_failed}
+# Kafka's messages of these errors (Errors.message), for the answers that carry one.
+_AUTH_MESSAGES = {ErrorCode.group_authorization_failed: "Group authorization failed.",
+                  ErrorCode.transactional_id_authorization_failed:
+                      "Transactional Id authorization failed."}
+GROUP_REFUSED = _AUTH_MESSAGES[ErrorCode.group_authorization_failed]
+
+
+def _may_read(ctx: RequestContext, group_id: str) -> bool:
+    """READ on the group: what Kafka asks of every member's request (join, sync, heartbeat,
+    leave, commit). True without an authorizer, at the cost of one attribute test."""
+    authorizer = enforcing(ctx)
+    return authorizer is None or authorizer.authorize(ctx, AclOperation.READ,
+                                                      ResourceType.GROUP, group_id)
 
 
 def _cluster_coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
@@ -92,6 +133,10 @@ def _join_answer(ctx: RequestContext, r: JoinGroupResponse) -> Any:
 
 
 def join_group(ctx: RequestContext, request: Any) -> Any:
+    if not _may_read(ctx, request.group_id):
+        return ctx.respond({"error_code": ErrorCode.group_authorization_failed,
+                            "generation_id": -1, "protocol_type": None, "protocol_name": "",
+                            "leader": "", "member_id": "", "members": []})
     runtime = ctx.services.groups
     session = millis(request.session_timeout)
     rebalance = millis(request.rebalance_timeout) if ctx.api_version >= 1 else session
@@ -120,6 +165,13 @@ def _sync_answer(ctx: RequestContext, r: SyncGroupResponse) -> Any:
 
 
 def sync_group(ctx: RequestContext, request: Any) -> Any:
+    # Kafka answers a v5+ request without its protocol type and name
+    # INCONSISTENT_GROUP_PROTOCOL before it asks for READ: the coordinator says that here.
+    incomplete = ctx.api_version >= 5 and (request.protocol_type is None
+                                           or request.protocol_name is None)
+    if not incomplete and not _may_read(ctx, request.group_id):
+        return ctx.respond({"error_code": ErrorCode.group_authorization_failed,
+                            "assignment": b"", "protocol_type": None, "protocol_name": None})
     runtime = ctx.services.groups
     token, fut = runtime.park()
     core = SyncGroupRequest(
@@ -146,12 +198,17 @@ def _answer_or_park(ctx: RequestContext, core: Any, token: int, fut: Any,
 
 
 def heartbeat(ctx: RequestContext, request: Any) -> Any:
+    if not _may_read(ctx, request.group_id):
+        return ctx.respond({"error_code": ErrorCode.group_authorization_failed})
     return ctx.respond({"error_code": ctx.services.groups.handle(HeartbeatRequest(
         request.group_id, request.generation_id, request.member_id,
         getattr(request, "group_instance_id", None)))})
 
 
 def leave_group(ctx: RequestContext, request: Any) -> Any:
+    if not _may_read(ctx, request.group_id):
+        return ctx.respond({"error_code": ErrorCode.group_authorization_failed,
+                            "members": []})
     runtime = ctx.services.groups
     if ctx.api_version >= 3:
         members = tuple(LeavingMember(m.member_id, m.group_instance_id,
@@ -167,10 +224,16 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
          "error_code": code} for m, code in answer.members]})
 
 
+def _asks_operations(ctx: RequestContext, request: Any) -> bool:
+    return ctx.api_version >= 3 and bool(getattr(request, "include_authorized_operations",
+                                                 False))
+
+
 def describe_groups(ctx: RequestContext, request: Any) -> Any:
     if len(request.groups) >= DESCRIBE_LARGE:
         return _describe_groups_large(ctx, request)
-    return ctx.respond({"groups": [_described(ctx, g) for g in request.groups]})
+    operations = _asks_operations(ctx, request)
+    return ctx.respond({"groups": [_described(ctx, g, operations) for g in request.groups]})
 
 
 # Groups per DescribeGroups from which the answer is read in slices and encoded off the loop
@@ -179,13 +242,24 @@ DESCRIBE_LARGE = 100
 
 
 async def _describe_groups_large(ctx: RequestContext, request: Any) -> Any:
-    groups = await in_slices(request.groups, lambda g: _described(ctx, g), DESCRIBE_LARGE)
+    operations = _asks_operations(ctx, request)
+    groups = await in_slices(request.groups, lambda g: _described(ctx, g, operations),
+                             DESCRIBE_LARGE)
     return ctx.respond_off_loop({"groups": groups})
 
 
-def _described(ctx: RequestContext, group_id: str) -> dict:
+def _described(ctx: RequestContext, group_id: str, operations: bool = False) -> dict:
+    """One group of a DescribeGroups answer: GROUP_AUTHORIZATION_FAILED (and nothing of
+    the group) without DESCRIBE on it; with `operations` (v3+ asking), what the principal
+    may do to it, on a group described without error, as Kafka."""
+    if not may(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return {"error_code": ErrorCode.group_authorization_failed,
+                "error_message": GROUP_REFUSED, "group_id": group_id, "group_state": "",
+                "protocol_type": "", "protocol_data": "", "members": []}
     d = ctx.services.groups.handle(DescribeGroupRequest(group_id, ctx.api_version))
     return {
+        "authorized_operations": (group_operations(ctx, group_id)
+                                  if operations and d.error == ErrorCode.none else NOT_GIVEN),
         "error_code": d.error, "error_message": d.error_message, "group_id": group_id,
         "group_state": d.state, "protocol_type": d.protocol_type,
         "protocol_data": d.protocol,
@@ -203,6 +277,11 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
     if groups is None:
         return ctx.respond({"error_code": ErrorCode.coordinator_load_in_progress,
                             "groups": []})
+    authorizer = enforcing(ctx)
+    if authorizer is not None and not may_on_cluster(ctx, AclOperation.DESCRIBE):
+        # Without DESCRIBE on the cluster, only the groups the principal may DESCRIBE.
+        groups = [g for g in groups if authorizer.authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     listed = [{"group_id": g.group_id, "protocol_type": g.protocol_type,
                "group_state": g.state, "group_type": g.group_type} for g in groups]
     data = {"error_code": ErrorCode.none, "groups": listed}
@@ -212,5 +291,8 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
 def delete_groups(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
     return ctx.respond({"results": [
-        {"group_id": group_id, "error_code": runtime.handle(DeleteGroupRequest(group_id))}
+        {"group_id": group_id, "error_code":
+            runtime.handle(DeleteGroupRequest(group_id))
+            if may(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id)
+            else ErrorCode.group_authorization_failed}
         for group_id in request.groups_names]})

@@ -16,7 +16,15 @@ Authorized operations, when the client asks (v8+ for topics, v8-v10 for the clus
 versions dropped the cluster's field), are what coterie.broker.authorized allows the
 principal, as Kafka answers them: every topic entry carries its topic's operations, whether
 the topic exists, was just created or is refused (unknown, invalid name), except an unknown
-topic id's, which names no topic and keeps "not given", as in Kafka.
+topic id's, which names no topic, and a topic refused for authorization: those keep "not
+given", as in Kafka. The cluster's are 0 for a principal that may not DESCRIBE the cluster.
+
+ACLs (when an authorizer is configured), as Kafka's KafkaApis checks them: an all-topics
+request lists only the topics the principal may DESCRIBE, silently; a topic named and not
+describable is TOPIC_AUTHORIZATION_FAILED whether or not it exists (its existence is not
+disclosed: no id, no partitions, not internal), and one named by id is answered with the id
+and no name. A describable topic that does not exist is auto-created only for a principal
+that may CREATE on the cluster or on the topic; otherwise TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -25,11 +33,15 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.acls import BrokerAuthorizer, enforcing, host_of
 from coterie.broker.authorized import NOT_GIVEN, cluster_operations, topic_operations
 from coterie.broker.context import LEADER_EPOCH, RequestContext
 from coterie.log.errors import LogError
 from coterie.log.names import is_internal_topic, validate_topic_name
+from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 from coterie.wire.codec import encode_body_once
+
+_TOPIC_AUTHORIZATION_FAILED = ErrorCode.topic_authorization_failed
 
 
 def topic_entry(ctx: RequestContext, info: Any) -> dict[str, Any]:
@@ -95,9 +107,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     asked = _asked(version, request)
     requested = request.topics
+    authorizer = enforcing(ctx)
     if requested is None or (version == 0 and not requested):
-        return _all_topics(ctx, asked)
+        return _all_topics(ctx, asked, authorizer)
     allow_auto = getattr(request, "allow_auto_topic_creation", True)
+    auto_create = bool(allow_auto and services.config.auto_create_topics)
+    may_create_any: bool | None = None  # CREATE on the cluster, asked once if needed
     topics = []
     for t in requested:
         name = t.name
@@ -107,16 +122,38 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None,
                                "topic_id": t.topic_id})
                 continue
+            if authorizer is not None and not authorizer.authorize(
+                    ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+                # Kafka: topic ids are not secret, so the id is answered, never the name.
+                topics.append({"error_code": _TOPIC_AUTHORIZATION_FAILED, "name": None,
+                               "topic_id": t.topic_id, "is_internal": False})
+                continue
             topics.append(topic_entry(ctx, info))
+            continue
+        if authorizer is not None and not authorizer.authorize(
+                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append({"error_code": _TOPIC_AUTHORIZATION_FAILED, "name": name,
+                           "is_internal": False})
             continue
         info = logs.topics.get(name)
         if info is None:
+            if auto_create and authorizer is not None:
+                if may_create_any is None:
+                    may_create_any = authorizer.authorize(
+                        ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                if not may_create_any and not authorizer.authorize(
+                        ctx, AclOperation.CREATE, ResourceType.TOPIC, name):
+                    # Kafka decides this before it looks at the name or whether the topic
+                    # is internal.
+                    topics.append({"error_code": _TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                   "is_internal": is_internal_topic(name)})
+                    continue
             problem = validate_topic_name(name)
             if problem is not None:
                 topics.append({"error_code": ErrorCode.invalid_topic_exception, "name": name})
                 continue
             internal = is_internal_topic(name)
-            if internal or not (allow_auto and services.config.auto_create_topics):
+            if internal or not auto_create:
                 topics.append({"error_code": ErrorCode.unknown_topic_or_partition,
                                "name": name, "is_internal": internal})
                 continue
@@ -147,24 +184,41 @@ def _asked(version: int, request: Any) -> tuple[bool, bool]:
 # consoles ask for it over and over, and a client that pipelines it could otherwise keep the
 # broker busy building the same megabyte again and again. The asked flags select the
 # encoding, so an answer made with the operations never serves a request without them, nor
-# the other way round. Every principal gets the same operations today
-# (coterie.broker.authorized); once they depend on it, so must the key.
-_ALL_TOPICS: dict[tuple[int, str, int, bool, bool], tuple[Any, tuple, Any]] = {}
+# the other way round. With an authorizer the answer depends on who asks (the topics it may
+# describe, its operations), so the key also holds the principal and the client's host (an
+# ACL may name a host) and the stamp the ACL set it was decided under: an ACL change makes
+# every such answer stale. Bounded, since hosts are many: the oldest goes first.
+_ALL_TOPICS: dict[tuple, tuple[Any, tuple, Any]] = {}
+_MAX_CACHED = 256
 
 
-def _all_topics(ctx: RequestContext, asked: tuple[bool, bool]) -> Any:
+def _all_topics(ctx: RequestContext, asked: tuple[bool, bool],
+                authorizer: BrokerAuthorizer | None) -> Any:
     services = ctx.services
-    stamp = (tuple((info.name, info.topic_id, info.partitions)
-                   for info in services.logs.topics.values()),
-             None if services.cluster is None else services.cluster.version)
-    key = (id(services), ctx.listener, ctx.api_version, *asked)
+    stamp: tuple = (tuple((info.name, info.topic_id, info.partitions)
+                          for info in services.logs.topics.values()),
+                    None if services.cluster is None else services.cluster.version)
+    key: tuple = (id(services), ctx.listener, ctx.api_version, *asked)
+    if authorizer is not None:
+        key += (ctx.principal, host_of(ctx))
+        stamp += (authorizer.acls,)
     cached = _ALL_TOPICS.get(key)
     if cached is not None and cached[0] is services and cached[1] == stamp:
         return cached[2]
-    answer = encode_body_once(_answer(ctx, [
-        topic_entry(ctx, info) for info in list(services.logs.topics.values())], asked))
+    shown = [info for info in list(services.logs.topics.values())
+             if authorizer is None or authorizer.authorize(
+                 ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name)]
+    answer = encode_body_once(_answer(ctx, [topic_entry(ctx, info) for info in shown], asked))
+    _ALL_TOPICS.pop(key, None)
+    while len(_ALL_TOPICS) >= _MAX_CACHED:
+        del _ALL_TOPICS[next(iter(_ALL_TOPICS))]
     _ALL_TOPICS[key] = (services, stamp, answer)
     return answer
+
+
+# Entries that keep "not given" operations: they name no topic, or one refused to the
+# principal (Kafka fills the field only for the topics it describes).
+_NO_OPERATIONS = frozenset({ErrorCode.unknown_topic_id, _TOPIC_AUTHORIZATION_FAILED})
 
 
 def _answer(ctx: RequestContext, topics: list[dict[str, Any]],
@@ -174,7 +228,7 @@ def _answer(ctx: RequestContext, topics: list[dict[str, Any]],
     topic_ops, cluster_ops = asked
     if topic_ops:
         for entry in topics:
-            if entry["error_code"] != ErrorCode.unknown_topic_id:
+            if entry["error_code"] not in _NO_OPERATIONS:
                 entry["topic_authorized_operations"] = topic_operations(ctx, entry["name"])
     return ctx.respond({
         "brokers": brokers(ctx),

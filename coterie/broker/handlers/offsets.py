@@ -9,6 +9,11 @@ leader epoch 0 and its end offset is the log end offset; a cluster broker answer
 lease's epoch and the high watermark (the database's end), and nothing stored is ever
 truncated, so every epoch ends at the high watermark (docs/cluster.md).
 
+ACLs (when an authorizer is configured), as Kafka 4.2's KafkaApis checks them, once per
+topic: ListOffsets needs DESCRIBE on the topic, OffsetForLeaderEpoch DESCRIBE on the topic
+or CLUSTER_ACTION on the cluster (a follower's question); else every partition of the topic
+is TOPIC_AUTHORIZATION_FAILED, before any other check.
+
 Both handlers are total: a null array (kio reads one as None) counts as empty. Kafka never
 gets that far, its parser refuses the null and closes the connection, as coterie's wire
 layer does too; the handlers do not rely on it.
@@ -20,7 +25,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.acls import denied, enforcing
 from coterie.broker.context import LEADER_EPOCH, RequestContext, epoch_error, leader_epoch
+from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 
 LATEST = -1
 EARLIEST = -2
@@ -62,9 +69,17 @@ def list_offsets(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.services.logs
     version = ctx.api_version
     committed = getattr(request, "isolation_level", 0) == 1
+    hidden = denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                    (t.name for t in request.topics or ()))
     topics = []
     for t in request.topics or ():
         parts = []
+        if hidden and t.name in hidden:
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "timestamp": -1, "offset": -1,
+                 "leader_epoch": -1, "error_code": ErrorCode.topic_authorization_failed}
+                for p in t.partitions or ()]})
+            continue
         for p in t.partitions or ():
             entry: dict[str, Any] = {"partition_index": p.partition_index,
                                      "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -87,9 +102,21 @@ def list_offsets(ctx: RequestContext, request: Any) -> Any:
 
 def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     logs = ctx.services.logs
+    hidden: frozenset[str] = frozenset()
+    authorizer = enforcing(ctx)
+    if authorizer is not None and not authorizer.authorize(
+            ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        hidden = denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                        (t.topic for t in request.topics or ()))
     topics = []
     for t in request.topics or ():
         parts = []
+        if hidden and t.topic in hidden:
+            topics.append({"topic": t.topic, "partitions": [
+                {"partition": p.partition, "leader_epoch": -1, "end_offset": -1,
+                 "error_code": ErrorCode.topic_authorization_failed}
+                for p in t.partitions or ()]})
+            continue
         for p in t.partitions or ():
             entry: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1,
                                      "end_offset": -1}

@@ -8,6 +8,14 @@ Batches of idempotent producers are checked against the partition's producer sta
 (coterie.log.producer_state): a retried batch that is already in the log is acknowledged
 again with its original offsets and not written twice; a gap in sequence numbers or a stale
 epoch is refused with Kafka's codes, and nothing of that partition's request is written.
+
+ACLs (when an authorizer is configured), as Kafka 4.2's KafkaApis checks them, decided once
+per request and never per partition: a request carrying transactional batches needs WRITE
+on its transactional id, else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
+nothing is written; each topic needs WRITE, else its partitions are
+TOPIC_AUTHORIZATION_FAILED (before any other check: whether the topic exists is not
+disclosed). An idempotent produce needs nothing more (KIP-679 dropped the IDEMPOTENT_WRITE
+check on the cluster).
 """
 
 from __future__ import annotations
@@ -17,9 +25,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.acls import denied, enforcing
 from coterie.broker.context import LEADER_EPOCH, RequestContext
 from coterie.common.limits import MAX_STRING_BYTES, shown, too_long
-from coterie.log.batch import parse_batch_header
+from coterie.log.batch import TRANSACTIONAL_FLAG, parse_batch_header
 from coterie.log.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -28,6 +37,7 @@ from coterie.log.errors import (
     OutOfOrderSequenceError,
     RecordTooLargeError,
 )
+from coterie.security import AclOperation, ResourceType
 from coterie.txn.versions import ABORTABLE_PRODUCE, TV2_PRODUCE
 
 log = logging.getLogger("coterie.produce")
@@ -125,12 +135,44 @@ def _first_header(records: Any) -> Any:
         return None
 
 
+def _has_transactional_batches(request: Any) -> bool:
+    """Whether some partition's first batch is transactional: Kafka's test for a
+    transactional produce (RequestUtils.hasTransactionalRecords)."""
+    for topic_data in request.topic_data:
+        for p in topic_data.partition_data:
+            header = _first_header(p.records)
+            if header is not None and header.attributes & TRANSACTIONAL_FLAG:
+                return True
+    return False
+
+
+def _refused(ctx: RequestContext, request: Any) -> tuple[ErrorCode | None, frozenset[str]]:
+    """The ACL checks of one request (module docstring): the error every partition gets
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) or None, and the topics the principal may not
+    WRITE to. Only called with an authorizer configured."""
+    tid = request.transactional_id
+    if _has_transactional_batches(request) and (tid is None or not ctx.services.authorizer
+                                                .authorize(ctx, AclOperation.WRITE,
+                                                           ResourceType.TRANSACTIONAL_ID, tid)):
+        return ErrorCode.transactional_id_authorization_failed, frozenset()
+    return None, denied(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                        (t.name for t in request.topic_data))
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     responses = []
+    refusal: ErrorCode | None = None
+    unwritable: frozenset[str] = frozenset()
+    if enforcing(ctx) is not None and not too_long(request.transactional_id):
+        refusal, unwritable = _refused(ctx, request)
     for topic_data in request.topic_data:
         name = topic_data.name
-        if acks not in (0, 1, -1):
+        if refusal is not None or name in unwritable:
+            code = refusal if refusal is not None else ErrorCode.topic_authorization_failed
+            results = [{"index": p.index, "error_code": code, "base_offset": -1,
+                        "log_start_offset": -1} for p in topic_data.partition_data]
+        elif acks not in (0, 1, -1):
             results = [{"index": p.index, "error_code": ErrorCode.invalid_required_acks,
                         "base_offset": -1, "log_start_offset": -1}
                        for p in topic_data.partition_data]

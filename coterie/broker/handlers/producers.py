@@ -8,7 +8,9 @@ carries (a producer bumps its epoch this way after losing track of its sequence 
 KIP-360; a new id serves that just as well, since nothing else is tied to the old one).
 
 A request with a transactional id goes to the transaction coordinator
-(`handlers/transactions.py`).
+(`handlers/transactions.py`). With an authorizer, one without needs IDEMPOTENT_WRITE on the
+cluster or WRITE on some topic (Kafka 4.2's check, `idempotent_refused`), else it is
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.acls import denied
 from coterie.broker.context import RequestContext
-from coterie.broker.handlers.transactions import init_transactional
+from coterie.broker.handlers.transactions import idempotent_refused, init_transactional
 from coterie.common.limits import shown
 from coterie.log.errors import StorageError
+from coterie.security import AclOperation, ResourceType
 
 log = logging.getLogger("coterie.producers")
 
@@ -36,6 +40,8 @@ def init_producer_id(ctx: RequestContext, request: Any) -> Any:
 
     if request.transactional_id is not None:
         return init_transactional(ctx, request)
+    if idempotent_refused(ctx):
+        return answer(ErrorCode.cluster_authorization_failed)
     try:
         producer_id = ctx.services.producer_ids.next_id()
     except (StorageError, OSError) as e:
@@ -48,11 +54,21 @@ def describe_producers(ctx: RequestContext, request: Any) -> Any:
     """DescribeProducers v0 (`kafka-transactions describe-producers`): the producers each
     partition tracks, with their epoch, last sequence and last timestamp, and the first
     offset of an open transaction (-1 if none). Unknown partitions are
-    UNKNOWN_TOPIC_OR_PARTITION."""
+    UNKNOWN_TOPIC_OR_PARTITION. With an authorizer, a topic the principal may not READ is
+    TOPIC_AUTHORIZATION_FAILED on each partition, before its existence is looked at (Kafka
+    4.2's KafkaApis)."""
     logs = ctx.services.logs
+    unreadable = denied(ctx, AclOperation.READ, ResourceType.TOPIC,
+                        (t.name for t in request.topics or ()))
     topics = []
     for t in request.topics or ():
         parts = []
+        if unreadable and t.name in unreadable:
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": index, "error_code": ErrorCode.topic_authorization_failed,
+                 "error_message": "Topic authorization failed.", "active_producers": []}
+                for index in t.partition_indexes or ()]})
+            continue
         for index in t.partition_indexes or ():
             part = logs.partition(t.name, index) if t.name is not None else None
             if part is None:

@@ -16,6 +16,12 @@ DescribeLogDirs answers coterie's one log directory (the data directory): every 
 partition with its size on disk, offset lag 0 (nothing is being moved between directories),
 and the file system's total and usable bytes. Topics and partitions that do not exist are
 left out, as Kafka leaves them out.
+
+ACLs (when an authorizer is configured), as Kafka 4.2's KafkaApis checks them: DeleteRecords
+needs DELETE on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED before any
+other check (whether the topic exists or is internal is not disclosed); DescribeLogDirs
+needs DESCRIBE on the cluster, else it answers CLUSTER_AUTHORIZATION_FAILED and no
+directories.
 """
 
 from __future__ import annotations
@@ -25,17 +31,25 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.acls import denied, enforcing
 from coterie.broker.context import RequestContext
 from coterie.log.errors import LogError, OffsetOutOfRangeError
 from coterie.log.names import is_internal_topic
+from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 from coterie.storage.errors import LeaseLost
 
 HIGH_WATERMARK = -1
 
 
+def _undeletable(ctx: RequestContext, request: Any) -> frozenset[str]:
+    """The topics whose records the principal may not delete (no DELETE on them)."""
+    return denied(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
+
+
 def delete_records(ctx: RequestContext, request: Any) -> Any:
+    refused = _undeletable(ctx, request)
     if ctx.services.cluster is not None:
-        return _delete_in_cluster(ctx, request)
+        return _delete_in_cluster(ctx, request, refused)
     logs = ctx.services.logs
     topics = []
     for t in request.topics:
@@ -43,7 +57,9 @@ def delete_records(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             low, code = -1, ErrorCode.none
             log = logs.partition(t.name, p.partition_index)
-            if is_internal_topic(t.name):
+            if t.name in refused:
+                code = ErrorCode.topic_authorization_failed
+            elif is_internal_topic(t.name):
                 code = ErrorCode.invalid_topic_exception
             elif log is None:
                 code = ErrorCode.unknown_topic_or_partition
@@ -64,6 +80,11 @@ def delete_records(ctx: RequestContext, request: Any) -> Any:
 
 
 def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
+    authorizer = enforcing(ctx)
+    if authorizer is not None and not authorizer.authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ctx.respond({"error_code": ErrorCode.cluster_authorization_failed,
+                            "results": []})
     logs = ctx.services.logs
     log_dir = str(logs.data_dir.resolve())
     wanted = None if request.topics is None else {
@@ -91,7 +112,8 @@ def describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
         "usable_bytes": usable}]})
 
 
-async def _delete_in_cluster(ctx: RequestContext, request: Any) -> Any:
+async def _delete_in_cluster(ctx: RequestContext, request: Any,
+                             refused: frozenset[str]) -> Any:
     """DeleteRecords on a cluster broker: in the database first (under the partition's
     lease), then in its copy, so that the records stay deleted whoever leads next."""
     services = ctx.services
@@ -102,7 +124,9 @@ async def _delete_in_cluster(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             low, code = -1, ErrorCode.none
             led = cluster.serving(t.name, p.partition_index) if t.name is not None else None
-            if is_internal_topic(t.name):
+            if t.name in refused:
+                code = ErrorCode.topic_authorization_failed
+            elif is_internal_topic(t.name):
                 code = ErrorCode.invalid_topic_exception
             elif services.logs.partition(t.name, p.partition_index) is None:
                 code = ErrorCode.unknown_topic_or_partition

@@ -12,6 +12,12 @@ Kafka 4's answers (its controller's ScramControlManager and the brokers' ScramIm
   (coterie.broker.cluster `alter_scram_credentials`), which the other brokers adopt at once
   (NOTIFY). A store that cannot be written answers KAFKA_STORAGE_ERROR for every change
   that was to be made, and nothing is changed.
+
+ACLs (when an authorizer is configured), as Kafka 4.2 checks them: Describe needs DESCRIBE
+on the cluster, else the answer is CLUSTER_AUTHORIZATION_FAILED with a result of that error
+for each user named (Kafka's error response, whose results name no user); Alter needs ALTER
+on the cluster, else each user named is answered CLUSTER_AUTHORIZATION_FAILED (once, in name
+order) and nothing is changed.
 """
 
 from __future__ import annotations
@@ -20,16 +26,32 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.acls import enforcing
 from coterie.broker.context import RequestContext
 from coterie.broker.scram_credentials import Plan, Upsertion, plan
 from coterie.log.errors import StorageError
+from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 
 DESCRIBE_DUPLICATE = "Cannot describe SCRAM credentials for the same user twice in a single " \
                      "request: "
 DESCRIBE_MISSING = "Attempt to describe a user credential that does not exist: "
+NOT_AUTHORIZED = "Cluster authorization failed."
+
+
+def _may(ctx: RequestContext, operation: AclOperation) -> bool:
+    """Whether the principal may perform `operation` on the cluster (always, without an
+    authorizer)."""
+    authorizer = enforcing(ctx)
+    return authorizer is None or authorizer.authorize(ctx, operation, ResourceType.CLUSTER,
+                                                      CLUSTER_NAME)
 
 
 def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
+    if not _may(ctx, AclOperation.DESCRIBE):
+        code = ErrorCode.cluster_authorization_failed
+        return ctx.respond({"error_code": code, "error_message": NOT_AUTHORIZED, "results": [
+            {"user": "", "error_code": code, "error_message": NOT_AUTHORIZED,
+             "credential_infos": []} for _ in request.users or ()]})
     store = ctx.services.scram_credentials
     named: list[str] = []  # each user once, in the request's order
     twice: set[str] = set()
@@ -58,6 +80,11 @@ def describe_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
 
 
 def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> Any:
+    if not _may(ctx, AclOperation.ALTER):
+        users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
+        return ctx.respond({"results": [
+            {"user": user, "error_code": ErrorCode.cluster_authorization_failed,
+             "error_message": NOT_AUTHORIZED} for user in users]})
     changes = plan(((d.name, d.mechanism) for d in request.deletions),
                    (Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt),
                               bytes(u.salted_password)) for u in request.upsertions))

@@ -15,6 +15,21 @@ Every refusal is decided before anything is written:
   naming the setting (Kafka's controller refuses any operation of more than 10,000 records,
   one per partition, with POLICY_VIOLATION). validate_only requests get the same answer.
 
+ACLs (when an authorizer is configured), as Kafka 4.2's controller (ControllerApis) checks
+them, each before anything else but a duplicate name:
+
+* CreateTopics: CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED
+  ("Authorization failed."). A topic created (or validated) for a principal that may not
+  DESCRIBE_CONFIGS it is answered without its partition count and replication factor, and
+  with topic_config_error_code TOPIC_AUTHORIZATION_FAILED (v5+).
+* DeleteTopics: DELETE on the cluster, or on the topic. By name, a topic the principal may
+  not even DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether it exists or not (its existence is
+  not disclosed); a describable one that does not exist is UNKNOWN_TOPIC_OR_PARTITION, one
+  that exists but may not be deleted TOPIC_AUTHORIZATION_FAILED. By id, an unknown id is
+  UNKNOWN_TOPIC_ID; a known one that may not be deleted is TOPIC_AUTHORIZATION_FAILED, with
+  the topic's name only when the principal may DESCRIBE it.
+* CreatePartitions: ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED.
+
 What fails while writing (EMFILE, ENOSPC, ...) leaves nothing behind (LogManager creates
 all-or-nothing) and is answered KAFKA_STORAGE_ERROR with the cause.
 """
@@ -27,6 +42,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.acls import BrokerAuthorizer, denied, enforcing
 from coterie.broker.context import RequestContext
 from coterie.common.limits import shown
 from coterie.log.config import validate_topic_configs
@@ -40,8 +56,20 @@ from coterie.log.errors import (
     UnknownTopicError,
 )
 from coterie.log.names import internal_topic_refusal, is_internal_topic, validate_topic_name
+from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 
 log = logging.getLogger("coterie.topics")
+
+_AUTHORIZATION_FAILED = "Authorization failed."  # CreateTopics' words (ControllerApis)
+_TOPIC_AUTHORIZATION_FAILED = "Topic authorization failed."  # Kafka's default message
+
+
+def _allowed_on_cluster(ctx: RequestContext, authorizer: BrokerAuthorizer | None,
+                        operation: AclOperation) -> bool:
+    """Whether `operation` on the cluster covers every topic (as CREATE does for
+    CreateTopics, DELETE for DeleteTopics); True without an authorizer."""
+    return authorizer is None or authorizer.authorize(ctx, operation, ResourceType.CLUSTER,
+                                                      CLUSTER_NAME)
 
 _ERROR_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (TopicExistsError, ErrorCode.topic_already_exists),
@@ -113,6 +141,10 @@ def _check_new_topic(ctx: RequestContext, t: Any) -> tuple[ErrorCode, str | None
 def create_topics(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     names = Counter(t.name for t in request.topics)
+    authorizer = enforcing(ctx)
+    uncreatable: frozenset[str] = frozenset()
+    if not _allowed_on_cluster(ctx, authorizer, AclOperation.CREATE):
+        uncreatable = denied(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
     results = []
     accepted: list[tuple[Any, dict[str, Any], int]] = []  # (topic, its entry, partitions)
     for t in request.topics:
@@ -121,6 +153,10 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
                         "name in request", ctx.who, t.name)
             results.append({"name": t.name, "error_code": ErrorCode.invalid_request,
                             "error_message": "Duplicate topic name in request."})
+            continue
+        if t.name in uncreatable:
+            results.append({"name": t.name, "error_code": ErrorCode.topic_authorization_failed,
+                            "error_message": _AUTHORIZATION_FAILED})
             continue
         code, message, partitions = _check_new_topic(ctx, t)
         if code == ErrorCode.invalid_request:
@@ -132,8 +168,14 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
             accepted.append((t, entry, partitions))
         results.append(entry)
     accepted = _within_partition_cap(ctx, accepted)
-    for _, entry, partitions in accepted:
-        entry.update(num_partitions=partitions, replication_factor=1)
+    hidden = denied(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                    (t.name for t, _, _ in accepted))
+    for t, entry, partitions in accepted:
+        if t.name in hidden:
+            # Kafka's controller shows a topic's settings only to who may describe them.
+            entry["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+        else:
+            entry.update(num_partitions=partitions, replication_factor=1)
     if request.validate_only:
         return ctx.respond({"topics": results})
     if services.cluster is not None:
@@ -145,6 +187,7 @@ def create_topics(ctx: RequestContext, request: Any) -> Any:
         except (LogError, OSError) as e:
             entry.update(error_code=error_code_for(e), error_message=str(e),
                          num_partitions=-1, replication_factor=-1)
+            entry.pop("topic_config_error_code", None)
         else:
             entry["topic_id"] = info.topic_id
     return ctx.respond({"topics": results})
@@ -161,9 +204,28 @@ async def _create_in_cluster(ctx: RequestContext, accepted: list[tuple[Any, dict
         except (LogError, OSError) as e:
             entry.update(error_code=error_code_for(e), error_message=str(e),
                          num_partitions=-1, replication_factor=-1)
+            entry.pop("topic_config_error_code", None)
         else:
             entry["topic_id"] = info.topic_id
     return ctx.respond({"topics": results})
+
+
+def _delete_refusal(ctx: RequestContext, authorizer: BrokerAuthorizer | None, name: str,
+                    by_id: bool, known: bool) -> dict[str, Any] | None:
+    """What DeleteTopics answers for `name` when the ACLs refuse it (module docstring), or
+    None when the principal may delete it or the handler's own checks decide (an unknown
+    name the principal may describe)."""
+    if authorizer is None:
+        return None
+    describable = authorizer.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    if not by_id and not describable:
+        return {"name": name, "error_code": ErrorCode.topic_authorization_failed,
+                "error_message": _TOPIC_AUTHORIZATION_FAILED}
+    if not known or authorizer.authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+        return None
+    return {"name": name if describable else None,
+            "error_code": ErrorCode.topic_authorization_failed,
+            "error_message": _TOPIC_AUTHORIZATION_FAILED}
 
 
 def delete_topics(ctx: RequestContext, request: Any) -> Any:
@@ -175,8 +237,17 @@ def delete_topics(ctx: RequestContext, request: Any) -> Any:
         wanted = [(name, None) for name in request.topic_names]
     results = []
     doomed: list[dict[str, Any]] = []  # a cluster broker's deletions, done with an await
+    authorizer = enforcing(ctx)
+    if _allowed_on_cluster(ctx, authorizer, AclOperation.DELETE):
+        authorizer = None  # DELETE on the cluster: every topic may be deleted
     for name, topic_id in wanted:
         info = logs.topics.get(name) if name is not None else logs.topic_by_id(topic_id)
+        if authorizer is not None and (name is not None or info is not None):
+            refusal = _delete_refusal(ctx, authorizer, name if name is not None else info.name,
+                                      by_id=name is None, known=info is not None)
+            if refusal is not None:
+                results.append({**refusal, "topic_id": None if name is not None else topic_id})
+                continue
         if info is None:
             code = ErrorCode.unknown_topic_id if name is None else (
                 ErrorCode.unknown_topic_or_partition)
@@ -221,8 +292,14 @@ def create_partitions(ctx: RequestContext, request: Any) -> Any:
         {"name": name, "error_code": ErrorCode.invalid_request,
          "error_message": "Duplicate topic name."} for name in dict.fromkeys(duplicated)]
     accepted: list[tuple[Any, dict[str, Any], int]] = []  # (topic, its entry, new partitions)
+    unalterable = denied(ctx, AclOperation.ALTER, ResourceType.TOPIC,
+                         (t.name for t in request.topics))
     for t in request.topics:
         if t.name in duplicated:
+            continue
+        if t.name in unalterable:
+            results.append({"name": t.name, "error_code": ErrorCode.topic_authorization_failed,
+                            "error_message": None})
             continue
         info = logs.topics.get(t.name)
         if info is None:

@@ -10,6 +10,16 @@ only version 1 (librdkafka, kafka-python) add partitions and offsets explicitly 
 AddPartitionsToTxn v0-v3 and AddOffsetsToTxn, and end with EndTxn up to v4: served as
 before. AddPartitionsToTxn v4+ is the broker-to-broker form, which a single broker never
 needs.
+
+ACLs (coterie.broker.group_acls), as Kafka 4.2's KafkaApis, checked before the coordinator
+is asked: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn need WRITE on the
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn also WRITE on
+each topic (TOPIC_AUTHORIZATION_FAILED, the other partitions OPERATION_NOT_ATTEMPTED) and
+AddOffsetsToTxn READ on the group; DescribeTransactions needs DESCRIBE per id (and shows
+only the topics the principal may DESCRIBE); ListTransactions lists only the ids it may
+DESCRIBE; WriteTxnMarkers, the brokers' own request, needs ALTER or CLUSTER_ACTION on the
+cluster. An idempotent InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on some
+topic (`idempotent_refused`).
 """
 
 from __future__ import annotations
@@ -19,9 +29,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.context import LEADER_EPOCH, RequestContext, millis
+from coterie.broker.group_acls import enforcing, may, may_on_cluster, unauthorized_topics
 from coterie.broker.offsets_topic import OFFSETS_TOPIC
 from coterie.log.errors import InvalidProducerEpochError, LogError
 from coterie.log.names import validate_topic_name
+from coterie.security import AclOperation, ResourceType
 from coterie.txn.metadata import TxnState
 from coterie.txn.versions import TV2_END_TXN
 from coterie.wire.txn_markers import control_batch
@@ -29,6 +41,23 @@ from coterie.wire.txn_markers import control_batch
 
 def _runtime(ctx: RequestContext) -> Any:
     return ctx.services.transactions
+
+
+def _may_write_id(ctx: RequestContext, tid: str | None) -> bool:
+    """WRITE on the transactional id: what using it in a transaction needs."""
+    authorizer = enforcing(ctx)
+    return authorizer is None or (tid is not None and authorizer.authorize(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid))
+
+
+def idempotent_refused(ctx: RequestContext) -> bool:
+    """Whether an InitProducerId without a transactional id must be refused
+    (CLUSTER_AUTHORIZATION_FAILED, as Kafka): the principal may neither IDEMPOTENT_WRITE on
+    the cluster nor WRITE on any topic (Kafka's authorizeByResourceType). False without an
+    authorizer. For the idempotent path in producers.py."""
+    authorizer = enforcing(ctx)
+    return (authorizer is not None and not may_on_cluster(ctx, AclOperation.IDEMPOTENT_WRITE)
+            and not authorizer.authorize_any(ctx, AclOperation.WRITE, ResourceType.TOPIC))
 
 
 def init_transactional(ctx: RequestContext, request: Any) -> Any:
@@ -40,6 +69,8 @@ def init_transactional(ctx: RequestContext, request: Any) -> Any:
                             "producer_epoch": epoch})
 
     tid = request.transactional_id
+    if not _may_write_id(ctx, tid):
+        return answer(ErrorCode.transactional_id_authorization_failed)
     result = runtime.handle(tid, lambda manager, now: manager.init_producer_id(
         tid, millis(request.transaction_timeout), getattr(request, "producer_id", -1),
         getattr(request, "producer_epoch", -1), now))
@@ -58,13 +89,20 @@ def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
                 for p in t.partitions or ()]} for t in topics]})
 
     wanted = [(t.name, p) for t in topics for p in t.partitions or ()]
+    if not _may_write_id(ctx, tid):
+        return answer(dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed))
+    authorizer = enforcing(ctx)
+    denied = (unauthorized_topics(authorizer, ctx, AclOperation.WRITE, (t.name for t in topics))
+              if authorizer is not None else set())
     logs = ctx.services.logs
-    unknown = {tp for tp in wanted
-               if validate_topic_name(tp[0]) is not None or logs.partition(*tp) is None}
-    if unknown:
+    unknown = {tp for tp in wanted if tp[0] not in denied and (
+        validate_topic_name(tp[0]) is not None or logs.partition(*tp) is None)}
+    if unknown or denied:
         # Kafka refuses the whole request (before asking its transaction coordinator): the
-        # unknown partitions with their error, the others OPERATION_NOT_ATTEMPTED.
-        return answer({tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+        # partitions of topics the principal may not WRITE and the unknown ones with their
+        # error, the others OPERATION_NOT_ATTEMPTED.
+        return answer({tp: ErrorCode.topic_authorization_failed if tp[0] in denied
+                       else ErrorCode.unknown_topic_or_partition if tp in unknown
                        else ErrorCode.operation_not_attempted for tp in wanted})
     result = runtime.handle(tid, lambda manager, now: manager.add_partitions(
         tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, wanted,
@@ -74,6 +112,12 @@ def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
 
 def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
     tid = request.transactional_id
+    if not _may_write_id(ctx, tid):
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": ErrorCode.transactional_id_authorization_failed})
+    if not may(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": ErrorCode.group_authorization_failed})
     result = _runtime(ctx).handle(tid, lambda manager, now: manager.add_offsets(
         tid, request.producer_id, request.producer_epoch, request.group_id, now))
     return ctx.respond({"throttle_time": 0, "error_code": result.error})
@@ -81,6 +125,10 @@ def add_offsets_to_txn(ctx: RequestContext, request: Any) -> Any:
 
 def end_txn(ctx: RequestContext, request: Any) -> Any:
     tid = request.transactional_id
+    if not _may_write_id(ctx, tid):
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": ErrorCode.transactional_id_authorization_failed,
+                            "producer_id": -1, "producer_epoch": -1})
     tv2 = ctx.api_version >= TV2_END_TXN
     result = _runtime(ctx).handle(tid, lambda manager, now: manager.end_txn(
         tid, request.producer_id, request.producer_epoch, request.committed, now, tv2=tv2))
@@ -100,6 +148,10 @@ def describe_transactions(ctx: RequestContext, request: Any) -> Any:
         entry: dict[str, Any] = {"transactional_id": tid, "transaction_state": "",
                                  "transaction_timeout": 0, "transaction_start_time": -1,
                                  "producer_id": -1, "producer_epoch": -1, "topics": []}
+        if not may(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            states.append({**entry,
+                           "error_code": ErrorCode.transactional_id_authorization_failed})
+            continue
         meta = runtime.describe(tid)
         if isinstance(meta, ErrorCode):
             states.append({**entry, "error_code": meta})
@@ -107,6 +159,9 @@ def describe_transactions(ctx: RequestContext, request: Any) -> Any:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(meta.partitions):
             by_topic.setdefault(topic, []).append(partition)
+        # Only the topics the principal may DESCRIBE, as Kafka.
+        by_topic = {t: ps for t, ps in by_topic.items()
+                    if may(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t)}
         states.append({**entry, "error_code": ErrorCode.none,
                        "transaction_state": meta.state.label,
                        "transaction_timeout": meta.timeout_ms,
@@ -131,6 +186,10 @@ def list_transactions(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond({"throttle_time": 0,
                             "error_code": ErrorCode.coordinator_load_in_progress,
                             "unknown_state_filters": [], "transaction_states": []})
+    authorizer = enforcing(ctx)
+    if authorizer is not None:  # only the ids the principal may DESCRIBE, as Kafka
+        listed = [m for m in listed if authorizer.authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id)]
     return ctx.respond({"throttle_time": 0, "error_code": ErrorCode.none,
                         "unknown_state_filters": unknown,
                         "transaction_states": [
@@ -148,6 +207,17 @@ def write_txn_markers(ctx: RequestContext, request: Any) -> Any:
     commits or drops the transaction's pending offsets). A cluster broker answers once they
     are in the database, and NOT_LEADER_OR_FOLLOWER for a partition it does not lead (or
     whose marker did not reach the database): the coordinator sends it again."""
+    if not (may_on_cluster(ctx, AclOperation.ALTER)
+            or may_on_cluster(ctx, AclOperation.CLUSTER_ACTION)):
+        # Kafka's answer to a principal that is not a broker: every marker's partitions
+        # CLUSTER_AUTHORIZATION_FAILED, nothing written.
+        return ctx.respond({"markers": [
+            {"producer_id": m.producer_id, "topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p,
+                     "error_code": ErrorCode.cluster_authorization_failed}
+                    for p in t.partition_indexes or ()]} for t in m.topics or ()]}
+            for m in request.markers or ()]})
     services = ctx.services
     cluster = services.cluster
     now = services.now_ms()
