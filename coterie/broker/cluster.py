@@ -442,8 +442,13 @@ class ClusterNode:
     async def _await_leaders(self, info: TopicInfo, indexes: range) -> None:
         """Until every one of `indexes` has a live leader (and the ones this broker leads are
         copied and served), within a few seconds: as Kafka's CreateTopics returns once the
-        new partitions have leaders, a client may produce at once."""
-        deadline = time.monotonic() + min(5.0, self.ttl)
+        new partitions have leaders, a client may produce at once. The other brokers take
+        their share at their next round (woken by NOTIFY, or at the latest a third of a lease
+        later; a dead one's share moves once its registration ran out, a lease later), and
+        this broker learns of it at its own: three lease times, and at least 5 s on a loaded
+        machine, cover all of that. Past it the answer goes anyway (the partitions exist;
+        Metadata says LEADER_NOT_AVAILABLE until they have leaders)."""
+        deadline = time.monotonic() + max(5.0, 3 * self.ttl)
         while time.monotonic() < deadline:
             ready = True
             for p in indexes:
