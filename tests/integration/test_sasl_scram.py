@@ -12,6 +12,7 @@ credentials survive a kill -9; and Kafka's own kafka-configs creates and deletes
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +42,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from scramp import ScramClient
 
 from tests.fixtures.coterie_broker import CoterieBroker, free_port
-from tests.fixtures.reference_broker import kafka_tool
+from tests.fixtures.reference_broker import kafka_tool, load_reference_kafka
 from tests.integration.test_tls import certs  # noqa: F401 - the session's certificates
 from tests.kafka_raw import RawConnection
 
@@ -269,3 +270,38 @@ def test_kafka_configs_creates_and_deletes_a_user(scram_broker: CoterieBroker) -
                "SCRAM-SHA-256", "--entity-type", "users", "--entity-name", "carol")
     with pytest.raises(KafkaException, match="does not exist"):
         admin.describe_user_scram_credentials(["carol"])["carol"].result(10)
+
+
+def test_the_java_client_authenticates_with_scram_sha_512_over_sasl_ssl(
+        scram_broker: CoterieBroker, certs: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Kafka 4.2.1's Java client (kafka-topics' AdminClient) over SASL_SSL with
+    SCRAM-SHA-512, configured as a Java client is (a JAAS line, a PEM truststore, the
+    default hostname check against the server certificate): it creates a topic and lists
+    it; with a wrong password it gets nothing done."""
+    b = scram_broker
+    bootstrap = f"127.0.0.1:{b.sasl_ssl_port}"
+
+    def config(password: str) -> str:
+        path = tmp_path / f"client-{password}.properties"
+        path.write_text(
+            "security.protocol=SASL_SSL\n"
+            "sasl.mechanism=SCRAM-SHA-512\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+            f'required username="alice" password="{password}";\n'
+            "ssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={certs / 'ca.pem'}\n")
+        return str(path)
+
+    good = config("alice-secret")
+    kafka_tool("org.apache.kafka.tools.TopicCommand", bootstrap, "--command-config", good,
+               "--create", "--topic", "java-scram", "--partitions", "2")
+    listed = kafka_tool("org.apache.kafka.tools.TopicCommand", bootstrap, "--command-config",
+                        good, "--list")
+    assert "java-scram" in listed.split()
+    lib = load_reference_kafka().fetch(log=lambda msg: None)  # kafka_tool fetched it
+    refused = subprocess.run(
+        ["java", "-Xmx256m", "-cp", f"{lib}/*", "org.apache.kafka.tools.TopicCommand",
+         "--bootstrap-server", bootstrap, "--command-config", config("wrong"), "--list"],
+        capture_output=True, timeout=120)
+    said = (refused.stdout + refused.stderr).decode(errors="replace")
+    assert refused.returncode != 0 and FAILED + "SCRAM-SHA-512" in said, said[-2000:]

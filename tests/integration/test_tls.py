@@ -252,3 +252,41 @@ def test_misbehaving_tls_clients_are_closed_and_others_served(
         s.close()
     with _tls_conn(b.ssl_port, certs) as again:
         assert _api_versions(again)[4:6] == b"\x00\x00"
+
+
+def test_the_java_client_over_mutual_tls(tmp_path: Path, certs: Path) -> None:
+    """Kafka 4.2.1's Java client (kafka-topics' AdminClient) with a PEM keystore (its key and
+    certificate) and a PEM truststore against an SSL listener that requires client
+    certificates: it creates a topic and lists it; without the keystore it is refused."""
+    from tests.fixtures.reference_broker import kafka_tool, load_reference_kafka
+
+    b = _broker(tmp_path, "java-mtls", **{"ssl.keystore.location": str(certs / "server.pem"),
+                                          "ssl.truststore.location": str(certs / "ca.pem"),
+                                          "ssl.client.auth": "required"})
+    keystore = tmp_path / "client.pem"
+    keystore.write_text((certs / "client.key").read_text() + (certs / "client.crt").read_text())
+    trust = (f"security.protocol=SSL\nssl.truststore.type=PEM\n"
+             f"ssl.truststore.location={certs / 'ca.pem'}\n")
+    with_cert = tmp_path / "mtls.properties"
+    with_cert.write_text(trust + f"ssl.keystore.type=PEM\nssl.keystore.location={keystore}\n")
+    without = tmp_path / "no-cert.properties"
+    without.write_text(trust + "default.api.timeout.ms=10000\nrequest.timeout.ms=5000\n")
+    b.start()
+    try:
+        bootstrap = f"127.0.0.1:{b.ssl_port}"
+        kafka_tool("org.apache.kafka.tools.TopicCommand", bootstrap, "--command-config",
+                   str(with_cert), "--create", "--topic", "java-mtls", "--partitions", "1")
+        listed = kafka_tool("org.apache.kafka.tools.TopicCommand", bootstrap,
+                            "--command-config", str(with_cert), "--list")
+        assert "java-mtls" in listed.split()
+        lib = load_reference_kafka().fetch(log=lambda msg: None)  # kafka_tool fetched it
+        refused = subprocess.run(
+            ["java", "-Xmx256m", "-cp", f"{lib}/*", "org.apache.kafka.tools.TopicCommand",
+             "--bootstrap-server", bootstrap, "--command-config", str(without), "--list"],
+            capture_output=True, timeout=120)
+        said = (refused.stdout + refused.stderr).decode(errors="replace")
+        # TLS 1.3: the broker's alert comes after the client's side of the handshake.
+        assert refused.returncode != 0 and "SslAuthenticationException" in said \
+            and "certificate_required" in said, said[-2000:]
+    finally:
+        b.stop()
