@@ -19,10 +19,12 @@ from tests.integration.test_tls import certs  # noqa: F401 - the session's certi
 pytestmark = pytest.mark.timeout(240)
 
 
-def _three(admin: AdminClient):
-    """The cluster's metadata as `admin`'s broker answers it, once it lists three brokers."""
+def _listed(admin: AdminClient, ports: dict[int, int]):
+    """The cluster's metadata as `admin`'s broker answers it, once it lists the three
+    brokers at `ports` (a broker learns of the others' registrations at its rounds, a
+    moment after they start)."""
     md = admin.list_topics(timeout=10)
-    return md if len(md.brokers) == 3 else None
+    return md if {b.id: b.port for b in md.brokers.values()} == ports else None
 
 
 def test_each_listener_names_every_brokers_address_on_it(
@@ -38,15 +40,15 @@ def test_each_listener_names_every_brokers_address_on_it(
     try:
         cluster.start()
         over_ssl = {"security.protocol": "SSL", "ssl.ca.location": str(certs / "ca.pem")}
+        plain_ports = {n: cluster.broker(n).port for n in (1, 2, 3)}
         for node in (1, 2, 3):
             on_ssl = AdminClient({"bootstrap.servers": f"127.0.0.1:{ssl_ports[node]}",
                                   **over_ssl})
-            found = wait_until(lambda a=on_ssl: _three(a), 30,
-                               "three brokers on the SSL listener")
-            assert {b.id: b.port for b in found.brokers.values()} == ssl_ports
-            plain = _three(AdminClient({"bootstrap.servers": cluster.broker(node).bootstrap}))
-            assert plain and {b.id: b.port for b in plain.brokers.values()} == {
-                n: cluster.broker(n).port for n in (1, 2, 3)}
+            wait_until(lambda a=on_ssl: _listed(a, ssl_ports), 30,
+                       f"node {node} naming the three brokers' SSL addresses")
+            on_plain = AdminClient({"bootstrap.servers": cluster.broker(node).bootstrap})
+            wait_until(lambda a=on_plain: _listed(a, plain_ports), 30,
+                       f"node {node} naming the three brokers' PLAINTEXT addresses")
         bootstrap = ",".join(f"127.0.0.1:{p}" for p in ssl_ports.values())
         admin = AdminClient({"bootstrap.servers": bootstrap, **over_ssl})  # kept until done
         admin.create_topics([NewTopic("spread-tls", 3, 1)])["spread-tls"].result(30)
