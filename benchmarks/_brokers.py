@@ -178,3 +178,50 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (/proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def produce_timed(conf: Mapping[str, object], topic: str, records: int, value: bytes) -> float:
+    """Seconds to produce `records` copies of `value` to partition 0 of `topic` with a
+    confluent-kafka producer of `conf` (the caller's batching settings), until every delivery
+    report is in."""
+    from confluent_kafka import Producer
+
+    p = Producer({"compression.type": "none", "queue.buffering.max.messages": 500_000,
+                  **conf})
+    start = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                p.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                p.poll(0.05)
+    if p.flush(600):
+        raise RuntimeError(f"produce to {topic}: not every record delivered")
+    return time.perf_counter() - start
+
+
+def consume_timed(conf: Mapping[str, object], topic: str, records: int) -> float:
+    """Seconds to read `records` records of partition 0 of `topic` from offset 0 with a
+    confluent-kafka consumer of `conf` (assigned, in a group of its own)."""
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"group.id": f"bench-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                  **conf})
+    seen = 0
+    try:
+        start = time.perf_counter()
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 600
+        while seen < records:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"consume from {topic}: {seen} of {records}")
+            for m in c.consume(num_messages=10_000, timeout=1.0):
+                if m.error():
+                    raise RuntimeError(str(m.error()))
+                seen += 1
+        return time.perf_counter() - start
+    finally:
+        c.close()

@@ -28,7 +28,6 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -39,7 +38,16 @@ from confluent_kafka.admin import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _brokers import HOST, REPO_ROOT, cpu_seconds, create_topic, free_port, wait_until_serving
+from _brokers import (
+    HOST,
+    REPO_ROOT,
+    consume_timed,
+    cpu_seconds,
+    create_topic,
+    free_port,
+    produce_timed,
+    wait_until_serving,
+)
 
 from coterie.security import AclBinding as Binding
 from coterie.security import AclOperation as Op
@@ -105,40 +113,13 @@ def _create_acls(admin: AdminClient, count: int) -> None:
 
 def _produce(conf: dict[str, str], topic: str, records: int, value: bytes) -> float:
     # One record per Produce request (each authorized), five in flight.
-    p = Producer({**conf, "acks": 1, "linger.ms": 0, "batch.num.messages": 1,
-                  "compression.type": "none", "queue.buffering.max.messages": 500_000})
-    start = time.perf_counter()
-    for _ in range(records):
-        while True:
-            try:
-                p.produce(topic, value, partition=0)
-                break
-            except BufferError:
-                p.poll(0.05)
-    if p.flush(600):
-        raise RuntimeError(f"produce to {topic}: not every record delivered")
-    return time.perf_counter() - start
+    return produce_timed({**conf, "acks": 1, "linger.ms": 0, "batch.num.messages": 1},
+                         topic, records, value)
 
 
 def _consume(conf: dict[str, str], topic: str, records: int) -> float:
-    c = Consumer({**conf, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False,
-                  "max.partition.fetch.bytes": 16 * 1024})  # many small fetches
-    seen = 0
-    try:
-        start = time.perf_counter()
-        c.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 600
-        while seen < records:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"consume from {topic}: {seen} of {records}")
-            for m in c.consume(num_messages=10_000, timeout=1.0):
-                if m.error():
-                    raise RuntimeError(str(m.error()))
-                seen += 1
-        return time.perf_counter() - start
-    finally:
-        c.close()
+    return consume_timed({**conf, "max.partition.fetch.bytes": 16 * 1024},  # small fetches
+                         topic, records)
 
 
 def _start(work: Path, name: str, overrides: dict[str, str]) -> tuple[subprocess.Popen, Path]:

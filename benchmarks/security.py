@@ -21,53 +21,32 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _brokers import HOST, REPO_ROOT, cpu_seconds, create_topic, free_port, wait_until_serving
+from _brokers import (
+    HOST,
+    REPO_ROOT,
+    consume_timed,
+    cpu_seconds,
+    create_topic,
+    free_port,
+    produce_timed,
+    wait_until_serving,
+)
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_bench="bench-secret";')
 
 
 def _produce(conf: dict[str, str], topic: str, records: int, value: bytes) -> float:
-    p = Producer({**conf, "acks": 1, "linger.ms": 5, "batch.size": 256 * 1024,
-                  "compression.type": "none", "queue.buffering.max.messages": 500_000})
-    start = time.perf_counter()
-    for _ in range(records):
-        while True:
-            try:
-                p.produce(topic, value, partition=0)
-                break
-            except BufferError:
-                p.poll(0.05)
-    if p.flush(600):
-        raise RuntimeError(f"produce to {topic}: not every record delivered")
-    return time.perf_counter() - start
+    return produce_timed({**conf, "acks": 1, "linger.ms": 5, "batch.size": 256 * 1024},
+                         topic, records, value)
 
 
 def _consume(conf: dict[str, str], topic: str, records: int) -> float:
-    c = Consumer({**conf, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False})
-    seen = 0
-    try:
-        start = time.perf_counter()
-        c.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 600
-        while seen < records:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"consume from {topic}: {seen} of {records}")
-            for m in c.consume(num_messages=10_000, timeout=1.0):
-                if m.error():
-                    raise RuntimeError(str(m.error()))
-                seen += 1
-        return time.perf_counter() - start
-    finally:
-        c.close()
+    return consume_timed(conf, topic, records)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,7 +43,7 @@ def may_on_cluster(ctx: Any, operation: AclOperation) -> bool:
     return may(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def unauthorized_topics(authorizer: Any, ctx: Any, operation: AclOperation,
+def unauthorized_topics(ctx: Any, operation: AclOperation,
                         names: Iterable[str | None]) -> set[str | None]:
     """The names among `names` the principal may not perform `operation` on (each asked
     once, as Kafka's filterByAuthorized: coterie.broker.acls.denied). A null name is never

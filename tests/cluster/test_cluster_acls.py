@@ -5,14 +5,13 @@ the other, they are gone from both."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.fixtures.coterie_cluster import CoterieCluster, uri_of, wait_until
+from tests.fixtures.coterie_cluster import CoterieCluster, running_cluster, wait_until
 from tests.fixtures.postgres import PostgresServer
 from tests.integration.test_acls import ACL_SETTINGS, OP, PT, RT, _acl, _create, _filter
 
@@ -21,16 +20,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def acl_cluster(tmp_path: Path, postgres_server: PostgresServer) -> Iterator[CoterieCluster]:
-    dsn = postgres_server.create_database()
-    cluster = CoterieCluster(tmp_path, uri_of(postgres_server, dsn), size=2,
-                             config=ACL_SETTINGS)
-    try:
-        cluster.start()
+    with running_cluster(tmp_path, postgres_server, size=2, config=ACL_SETTINGS) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        with contextlib.suppress(Exception):
-            postgres_server.drop_database(dsn)
 
 
 def test_acls_created_through_one_broker_are_described_through_the_other(

@@ -114,7 +114,7 @@ def _heartbeat_refusal(ctx: RequestContext, authorizer: Any, request: Any) -> An
                         "Group authorization failed.")
     names = request.subscribed_topic_names
     if names:
-        denied = unauthorized_topics(authorizer, ctx, AclOperation.DESCRIBE, names)
+        denied = unauthorized_topics(ctx, AclOperation.DESCRIBE, names)
         if denied:
             shown = ", ".join(sorted(str(n) for n in denied))
             return _refused(ctx, ErrorCode.topic_authorization_failed,
@@ -196,7 +196,7 @@ def _described(ctx: RequestContext, authorizer: Any, group_id: str,
     if authorizer is not None:
         topics = {t.topic_name for m in d.members
                   for t in (*m.assignment, *m.target_assignment)}
-        if unauthorized_topics(authorizer, ctx, AclOperation.DESCRIBE, topics):
+        if unauthorized_topics(ctx, AclOperation.DESCRIBE, topics):
             return {"group_id": group_id, "error_code": ErrorCode.topic_authorization_failed,
                     "error_message": "Topic authorization failed.", "members": []}
     return {**_group(d), "authorized_operations":

@@ -53,7 +53,7 @@ def _commit_refusal(ctx: RequestContext, group_id: str, topics: Any,
         return None, _NOTHING
     if not authorizer.authorize(ctx, group_operation, ResourceType.GROUP, group_id):
         return ErrorCode.group_authorization_failed, _NOTHING
-    return None, unauthorized_topics(authorizer, ctx, AclOperation.READ,
+    return None, unauthorized_topics(ctx, AclOperation.READ,
                                      (t.name for t in topics))
 
 
@@ -177,7 +177,7 @@ def _fetch_plan(ctx: RequestContext, group_id: str, topics: Any,
         return ErrorCode.group_authorization_failed, None, _NOTHING
     if topics is None:
         return None, None, None
-    denied = unauthorized_topics(authorizer, ctx, AclOperation.DESCRIBE,
+    denied = unauthorized_topics(ctx, AclOperation.DESCRIBE,
                                  (t.name for t in topics))
     return None, [t for t in topics if t.name not in denied] if denied else topics, denied
 

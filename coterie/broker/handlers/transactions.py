@@ -92,7 +92,7 @@ def add_partitions_to_txn(ctx: RequestContext, request: Any) -> Any:
     if not _may_write_id(ctx, tid):
         return answer(dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed))
     authorizer = enforcing(ctx)
-    denied = (unauthorized_topics(authorizer, ctx, AclOperation.WRITE, (t.name for t in topics))
+    denied = (unauthorized_topics(ctx, AclOperation.WRITE, (t.name for t in topics))
               if authorizer is not None else set())
     logs = ctx.services.logs
     unknown = {tp for tp in wanted if tp[0] not in denied and (
