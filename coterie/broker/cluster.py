@@ -66,6 +66,7 @@ from coterie.storage.membership import Membership
 from coterie.storage.migrations import migrate
 from coterie.storage.postgres_log import PostgresLog
 from coterie.storage.producer_ids import ProducerIdBlock, allocate_block
+from coterie.storage.stalled import application_name, end_stalled_sessions
 from coterie.wire.record_batch import batch_headers
 
 __all__ = ["ClusterNode", "ClusterStartError"]
@@ -170,6 +171,7 @@ class ClusterNode:
         self._tasks: set[asyncio.Task] = set()
         self._wake = asyncio.Event()
         self._round_failures = 0
+        self._may_end_stalled: bool | None = None  # None: not tried yet
         self._blocks: list[ProducerIdBlock] = []
         self._next_pid = 0
         self._pid_end = 0
@@ -188,14 +190,16 @@ class ClusterNode:
         ttl_ms = max(1, round(self.ttl * 1000))
         idle = {"idle_in_transaction_session_timeout": f"{ttl_ms}ms"}
         rounds = {**idle, "lock_timeout": f"{max(50, ttl_ms // 6)}ms"}
+        # Every session is named for its node: a session stalled inside a statement (which
+        # the idle timeout does not end) is ended by the others' rounds (storage.stalled).
+        named = {"connect_timeout": 5, "application_name": application_name(self.node_id)}
         try:
-            self.db = await Database.connect(self.dsn, connect_timeout=5, settings=rounds)
-            self.writes = await Database.connect(self.dsn, connect_timeout=5, settings=idle)
+            self.db = await Database.connect(self.dsn, settings=rounds, **named)
+            self.writes = await Database.connect(self.dsn, settings=idle, **named)
             self._lanes = [self.writes]
-            self.reads = await Database.connect(self.dsn, connect_timeout=5, settings=idle)
+            self.reads = await Database.connect(self.dsn, settings=idle, **named)
             for _ in range(self.write_connections - 1):
-                self._lanes.append(await Database.connect(self.dsn, connect_timeout=5,
-                                                          settings=idle))
+                self._lanes.append(await Database.connect(self.dsn, settings=idle, **named))
         except psycopg.Error as e:
             await self.close()
             raise ClusterStartError(f"cannot reach the database at {redacted(self.dsn)}: "
@@ -296,8 +300,9 @@ class ClusterNode:
         round. A connection of its own, opened again whenever it fails."""
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
-                                                             connect_timeout=5)
+                conn = await psycopg.AsyncConnection.connect(
+                    self.dsn, autocommit=True, connect_timeout=5,
+                    application_name=application_name(self.node_id))
                 try:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.wake()  # whatever happened while not listening
@@ -320,6 +325,28 @@ class ClusterNode:
             async with self.db.session() as conn:
                 await conn.execute(f"NOTIFY {CHANNEL}, '{self.node_id}'")
 
+    async def _end_stalled_sessions(self) -> None:
+        """End the sessions of brokers stalled inside a statement for a lease time (paused
+        or cut off mid-write, holding row locks no timeout ends: storage.stalled)."""
+        if self._may_end_stalled is False:
+            return
+        assert self.db is not None
+        try:
+            stalled = await end_stalled_sessions(self.db, self.ttl)
+        except psycopg.errors.InsufficientPrivilege as e:
+            self._may_end_stalled = False
+            log.warning("node %d may not end other brokers' stalled database sessions (%s): "
+                        "a broker stopped in the middle of a write keeps its rows locked "
+                        "until it wakes; give the brokers one role, or pg_signal_backend",
+                        self.node_id, str(e).strip())
+            return
+        self._may_end_stalled = True
+        for s in stalled:
+            log.warning("node %d: ended the database session of %s (pid %d), stalled inside a "
+                        "statement for %.1f s with its locks held%s", self.node_id,
+                        s.application_name, s.pid, s.stalled_s,
+                        "" if s.ended else " (the server did not end it)")
+
     async def _round(self) -> bool:
         """One round; True if this broker took or gave up a lease, or learned new topics
         (news for the others)."""
@@ -329,6 +356,7 @@ class ClusterNode:
             for db in (self.db, self.reads, *self._lanes):
                 if db is not None and db.broken:
                     await db.reconnect()
+            await self._end_stalled_sessions()
             await self._sync_topics()
             await self._sync_group_configs()
             await self._sync_scram_credentials()

@@ -29,27 +29,33 @@ class Database:
 
     def __init__(self, conn: psycopg.AsyncConnection, dsn: str | None = None,
                  connect_timeout: float = 10.0, settings: Mapping[str, str] | None = None,
-                 ) -> None:
+                 application_name: str | None = None) -> None:
         self._conn = conn
         self._lock = asyncio.Lock()
         self._dsn = dsn
         self._connect_timeout = connect_timeout
         self._settings = dict(settings or {})
+        self._application_name = application_name
 
     @classmethod
     async def connect(cls, dsn: str, *, connect_timeout: float = 10.0,
-                      settings: Mapping[str, str] | None = None) -> Database:
+                      settings: Mapping[str, str] | None = None,
+                      application_name: str | None = None) -> Database:
         """Open an autocommit connection to `dsn` (a libpq connection string or URI), with
-        server `settings` for its session (`lock_timeout`, ...; kept on reconnects)."""
-        return cls(await cls._open(dsn, connect_timeout, settings), dsn, connect_timeout,
-                   settings)
+        server `settings` for its session (`lock_timeout`, ...) and the `application_name`
+        it shows in pg_stat_activity (both kept on reconnects)."""
+        return cls(await cls._open(dsn, connect_timeout, settings, application_name), dsn,
+                   connect_timeout, settings, application_name)
 
     @staticmethod
     async def _open(dsn: str, connect_timeout: float,
-                    settings: Mapping[str, str] | None = None) -> psycopg.AsyncConnection:
+                    settings: Mapping[str, str] | None = None,
+                    application_name: str | None = None) -> psycopg.AsyncConnection:
         extra = {}
         if settings:
             extra["options"] = " ".join(f"-c {k}={v}" for k, v in settings.items())
+        if application_name:
+            extra["application_name"] = application_name
         return await psycopg.AsyncConnection.connect(
             dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout)), **extra)
 
@@ -68,7 +74,8 @@ class Database:
                 return
             with contextlib.suppress(Exception):
                 await self._conn.close()
-            self._conn = await self._open(self._dsn, self._connect_timeout, self._settings)
+            self._conn = await self._open(self._dsn, self._connect_timeout, self._settings,
+                                         self._application_name)
 
     @property
     def connection(self) -> psycopg.AsyncConnection:

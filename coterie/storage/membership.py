@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import psycopg
+
 from coterie.storage import brokers, leases
 from coterie.storage.api import Lease, Resource
 from coterie.storage.brokers import BrokerRow, Registration
@@ -88,7 +90,15 @@ class Membership:
         take, give = self.tenures.moves(owners, node, self.clock())
         for r in take:
             sent = self.clock()
-            got = await leases.acquire(db, r, node, ttl)
+            try:
+                got = await leases.acquire(db, r, node, ttl)
+            except psycopg.errors.LockNotAvailable:
+                # Its row is locked by a write that has not ended (its owner stalled
+                # inside it: storage.stalled): the next round tries again, and the rest of
+                # this one goes on.
+                log.info("node %d: %s is still locked by its former owner's write; trying "
+                         "again at the next round", node, r)
+                continue
             if got is not None:
                 self.tenures.granted(got, sent, ttl)
                 changes.gained.append(got)
