@@ -29,6 +29,8 @@ from kio.schema.delete_records.v2.request import (
     DeleteRecordsTopic,
 )
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.describe_client_quotas.v1.request import ComponentData as QuotaComponent
+from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
@@ -66,7 +68,7 @@ from tests.kafka_raw import RawConnection, make_batch
 pytestmark = pytest.mark.timeout(120)
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret",
-         "carol": "carol-secret", "dave": "dave-secret"}
+         "carol": "carol-secret", "dave": "dave-secret", "erin": "erin-secret"}
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
         'username="admin" password="admin-secret" '
         + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
@@ -350,3 +352,34 @@ def test_deny_wins_over_allow_end_to_end(broker: CoterieBroker) -> None:
         ops = {t.name: t.topic_authorized_operations
                for t in _metadata(dave, ("data-d", "data-deny")).topics}
         assert ops == {"data-d": 3576, "data-deny": 3576 & ~(1 << WRITE)}
+
+
+def test_describe_client_quotas_needs_describe_configs_and_a_sound_filter(
+        broker: CoterieBroker) -> None:
+    """DescribeClientQuotas (which kafka-configs asks before describing users): no quotas
+    (coterie keeps none), DESCRIBE_CONFIGS on the cluster needed, the filter checked as a
+    Kafka broker checks it."""
+    exact, default, any_ = 0, 1, 2
+
+    def ask(conn: RawConnection, *components: tuple[str, int, str | None]) -> Any:
+        return conn.request(DescribeClientQuotasRequest(components=tuple(
+            QuotaComponent(entity_type=t, match_type=m, match=name)
+            for t, m, name in components), strict=False))
+
+    with _as(broker, "erin") as erin:
+        refused = ask(erin, ("user", any_, None))
+        assert (refused.error_code, refused.entries) == \
+            (ErrorCode.cluster_authorization_failed, None)
+        _allow(broker, "erin", (CLUSTER, "kafka-cluster", LITERAL, ALTER_CONFIGS))  # implies
+        answer = ask(erin, ("user", exact, "alice"), ("client-id", default, None))
+        assert (answer.error_code, answer.entries) == (ErrorCode.none, ())
+        for components, code in [
+                ((("user", any_, None), ("user", exact, "x")), ErrorCode.invalid_request),
+                ((("", any_, None),), ErrorCode.invalid_request),
+                ((("team", any_, None),), ErrorCode.unsupported_version),
+                ((("ip", any_, None), ("user", any_, None)), ErrorCode.invalid_request),
+                ((("user", exact, None),), ErrorCode.invalid_request),
+                ((("user", 7, None),), ErrorCode.invalid_request)]:
+            got = ask(erin, *components)
+            assert (got.error_code, got.entries) == (code, None), components
+            assert got.error_message
