@@ -136,12 +136,15 @@ def test_the_sasl_exchange_is_refused_as_kafka_refuses_it(sasl_broker: CoterieBr
         conn.request(SaslHandshakeRequest(mechanism="PLAIN"))
         conn.send_bytes((8 * 1024 * 1024).to_bytes(4, "big") + b"\x00\x24\x00\x02")
         assert conn.is_closed_by_peer(wait=5)
-    # An unknown mechanism; authentication before the handshake; a handshake on the
-    # PLAINTEXT listener: each answered with its error, the connection kept.
+    # An unknown mechanism: answered with the ones served, and the connection closed after
+    # the failed-authentication delay, as Kafka closes it.
     with RawConnection(host, b.sasl_port) as conn:
         other = conn.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
         assert (other.error_code, other.mechanisms) == (ErrorCode.unsupported_sasl_mechanism,
                                                         ("PLAIN",))
+        assert conn.is_closed_by_peer(wait=5)
+    # Authentication before the handshake; a handshake on the PLAINTEXT listener: each
+    # answered with its error, the connection kept.
     with RawConnection(host, b.sasl_port) as conn:
         early = conn.request(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
         assert early.error_code == ErrorCode.illegal_sasl_state

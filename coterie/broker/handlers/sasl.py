@@ -60,6 +60,9 @@ def handshake(ctx: RequestContext, request: Any) -> Any:
                             "mechanisms": mechanisms})
     wanted = request.mechanism.upper()
     if wanted not in mechanisms:
+        # An authentication failure on Kafka: the answer names the mechanisms served, and
+        # the connection closes after the failed-authentication delay.
+        _fail_later(ctx, state)
         return ctx.respond({"error_code": ErrorCode.unsupported_sasl_mechanism,
                             "mechanisms": mechanisms})
     state.mechanism = wanted
