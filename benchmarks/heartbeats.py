@@ -77,6 +77,7 @@ import os
 import select
 import signal
 import socket
+import ssl
 import statistics
 import struct
 import subprocess
@@ -432,7 +433,10 @@ def drive(server: Server, members: list[Member], socks: list[socket.socket], con
                 raise RuntimeError(f"{server.name}: {in_flight} heartbeats never answered")
             for fd, _ in events:
                 i = fd_index[fd]
-                chunk = socks[i].recv(65536)
+                try:
+                    chunk = socks[i].recv(65536)
+                except ssl.SSLWantReadError:  # a TLS record not whole yet
+                    continue
                 if not chunk:
                     raise RuntimeError(f"{server.name} closed a connection")
                 data = pending[i] + chunk
