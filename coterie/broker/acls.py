@@ -147,6 +147,16 @@ class BrokerAuthorizer:
         return authorize(self.acls, self.settings, principal, host, operation,
                          resource_type, name)
 
+    def describable(self, principal: str, host: str, topics: Iterable[str]) -> frozenset[str]:
+        """Of `topics`, those `principal` (from `host`) may DESCRIBE: what a consumer
+        group's regex resolution keeps (coterie.group.consumer.config.TopicAccess). Every
+        topic when no authorizer is configured."""
+        if self.settings is None:
+            return frozenset(topics)
+        return frozenset(t for t in topics if authorize(
+            self.acls, self.settings, principal, host, AclOperation.DESCRIBE,
+            ResourceType.TOPIC, t))
+
     def authorize_any(self, ctx: Any, operation: AclOperation,
                       resource_type: ResourceType) -> bool:
         """May the request's principal perform `operation` on some resource of

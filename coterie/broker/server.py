@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import functools
 import logging
 import shutil
@@ -189,9 +190,16 @@ class Broker:
                 key_budget_bytes=_int(effective, "log.cleaner.dedupe.buffer.size"),
                 publish=None if cluster is None else cluster.publish_cleaned,
                 leads=None if cluster is None else cluster.leads)
+        # The authorizer and the ACLs (coterie.broker.acls): a cluster's come from its
+        # database at every round, when an authorizer is configured. The group coordinator
+        # asks it which topics a regex subscription may resolve to.
+        self.authorizer = BrokerAuthorizer(authorizer_settings(config.props), config.data_dir,
+                                           in_data_dir=cluster is None)
         self.groups = GroupRuntime(
             OffsetsTopic(self.logs, partitions), self.now_ms,
-            group_settings(config.props, config.consumer_group_config()),
+            dataclasses.replace(group_settings(config.props, config.consumer_group_config()),
+                                topic_access=self.authorizer if self.authorizer.enabled
+                                else None),
             retention_check_interval_ms=int(props["offsets.retention.check.interval.ms"]))
         if cluster is not None:
             self.groups.serve_only_loaded(cluster.coordinator_barrier)
@@ -216,10 +224,6 @@ class Broker:
         # The users' SCRAM credentials: a cluster's come from its database at every round.
         self.scram_credentials = ScramCredentials(config.data_dir,
                                                   in_data_dir=self.cluster is None)
-        # The authorizer and the ACLs (coterie.broker.acls): a cluster's come from its
-        # database at every round, when an authorizer is configured.
-        self.authorizer = BrokerAuthorizer(authorizer_settings(config.props), config.data_dir,
-                                           in_data_dir=self.cluster is None)
         if self.cluster is not None and self.authorizer.enabled:
             self.cluster.acls = self.authorizer
         if self.cluster is not None:

@@ -37,6 +37,7 @@ from coterie.group.consumer.messages import (
     DescribedConsumerGroup,
     DescribedConsumerMember,
     DescribedTopicPartitions,
+    Requester,
     SettledHeartbeat,
     TopicPartitions,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "PrepareAssignmentResponse",
     "Record",
     "RecordDecodeError",
+    "Requester",
     "Result",
     "Revert",
     "SettledHeartbeat",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coterie.group.classic.config import ClassicConfig
-from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group.consumer.config import ConsumerGroupConfig, TopicAccess
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,3 +16,6 @@ class ShardConfig:
     client_assignment_timeout_ms: int = 10_000
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes
+    # The broker's authorizer, when one is configured: which topics a principal may
+    # describe (a regex subscription resolves only to those). None: every topic.
+    topic_access: TopicAccess | None = None

@@ -316,6 +316,45 @@ def test_a_kip848_consumer_without_read_on_the_group_is_refused(broker: CoterieB
         assert beat.error_message == f"Not authorized to access topics: [{SECRET}]"
 
 
+def _assigned_topics(c: Consumer, seconds: float = 20.0) -> set[str]:
+    """The topics of the consumer's assignment once it has one (polling meanwhile)."""
+    for _ in range(int(seconds / 0.25)):
+        c.poll(0.25)
+        topics = {tp.topic for tp in c.assignment()}
+        if topics:
+            return topics
+    return set()
+
+
+def test_a_regex_subscription_resolves_only_to_topics_the_member_may_describe(
+        broker: CoterieBroker) -> None:
+    """Kafka 4.2 resolves a KIP-848 group's regex for the member that asked and leaves out
+    the topics it may not DESCRIBE: alice (READ on `orders` only) subscribing to both topics
+    by regex is given `orders`; the super user, the same regex, both."""
+    regex = f"^({TOPIC}|{SECRET})$"
+    alice = _consumer(broker, "alice", "team-a-regex", **{"group.protocol": "consumer"})
+    admin = _consumer(broker, "admin", "regex-admin", **{"group.protocol": "consumer"})
+    try:
+        alice.subscribe([regex])
+        admin.subscribe([regex])
+        assert _assigned_topics(admin) == {TOPIC, SECRET}
+        assert _assigned_topics(alice) == {TOPIC}
+        for _ in range(8):  # and it stays so
+            m = alice.poll(0.25)
+            assert m is None or m.error() is None, m.error()
+        # What the coordinator assigned (librdkafka would hide a topic alice cannot see in
+        # Metadata): ConsumerGroupDescribe, as the super user.
+        operator = _admin(broker)
+        described = operator.describe_consumer_groups(["team-a-regex", "regex-admin"],
+                                                      request_timeout=10)
+        for group, wanted in (("team-a-regex", {TOPIC}), ("regex-admin", {TOPIC, SECRET})):
+            (member,) = described[group].result(10).members
+            assert {tp.topic for tp in member.assignment.topic_partitions} == wanted, group
+    finally:
+        alice.close()
+        admin.close()
+
+
 # -- transactions ---------------------------------------------------------------------------
 def test_a_transactional_producer_without_write_on_its_id_is_refused(
         broker: CoterieBroker) -> None:

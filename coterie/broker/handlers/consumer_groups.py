@@ -27,6 +27,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from coterie.broker.acls import host_of
 from coterie.broker.context import ZERO_UUID, RequestContext, millis
 from coterie.broker.group_acls import (
     NOT_GIVEN,
@@ -41,6 +42,7 @@ from coterie.group import (
     DescribedConsumerGroup,
     DescribedConsumerMember,
     DescribedTopicPartitions,
+    Requester,
     SettledHeartbeat,
     TopicPartitions,
 )
@@ -150,6 +152,7 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         server_assignor=request.server_assignor,
         owned=_owned(request.topic_partitions), version=ctx.api_version,
         client_id=ctx.client_id or "", client_host=ctx.client_host,
+        requester=None if enforcing(ctx) is None else Requester(ctx.principal, host_of(ctx)),
     )
     return _heartbeat_answer(ctx, runtime.handle(req))
 

@@ -7,13 +7,27 @@ and the heartbeat interval: every member gets the configured values.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 # Kafka's floor for group.consumer.regex.refresh.interval.ms (atLeast(10 * 1000)), which is
 # also the least time between two refreshes of a group's regexes whatever the reason
 # (GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS).
 MIN_REGEX_REFRESH_INTERVAL_MS = 10_000
+
+
+class TopicAccess(Protocol):
+    """What a regex resolution asks the broker's authorizer: of `topics`, those the
+    principal (from `host`) may DESCRIBE. Kafka 4.2 resolves a group's regexes for the
+    member whose heartbeat asked for the resolution and keeps only the topics it may
+    describe. The answer is a function of its arguments and the ACLs, which the broker
+    holds; the core asks, and writes the answer into the resolution's record, so a replay
+    never asks again."""
+
+    def describable(self, principal: str, host: str, topics: Iterable[str]) -> frozenset[str]:
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from kio.schema.errors import ErrorCode
 from coterie.group.consumer.client_assignment import PendingRound
 from coterie.group.consumer.events import ConsumerMemberView, ConsumerSnapshot
 from coterie.group.consumer.member import LEAVE_EPOCH, ConsumerMember
+from coterie.group.consumer.messages import Requester
 from coterie.group.consumer.partition_epochs import PartitionEpochs
 from coterie.group.group import ListedGroup, Refusal
 from coterie.group.records.consumer import (
@@ -102,6 +103,9 @@ class ConsumerGroup:
         # - the regexes a resolution has been asked for and not yet run (Kafka's scheduled
         #   "<group>-regex" task), or None: the next heartbeat asks again;
         self.regex_refresh: frozenset[str] | None = None
+        # - who last asked for a resolution (Requester, when the broker authorizes): the
+        #   topics a resolution keeps are those they may describe;
+        self.regex_requester: Requester | None = None
         # - the pending client-side assignment round (coterie extension), or None: the next
         #   heartbeat opens a new one while the target is behind the group epoch;
         self.client_round: PendingRound | None = None

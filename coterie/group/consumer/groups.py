@@ -95,7 +95,7 @@ from coterie.group.consumer.client_assignment import (
     InstallAssignmentRequest,
     PrepareAssignmentRequest,
 )
-from coterie.group.consumer.config import ConsumerGroupConfig
+from coterie.group.consumer.config import ConsumerGroupConfig, TopicAccess
 from coterie.group.consumer.deadlines import (
     cancel_timers,
     revocation_timers,
@@ -126,6 +126,7 @@ from coterie.group.consumer.messages import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     DescribedConsumerGroup,
+    Requester,
     SettledHeartbeat,
 )
 from coterie.group.consumer.reconciliation import FencedMember, reconcile
@@ -165,8 +166,12 @@ class ConsumerGroups:
 
     def __init__(self, config: ConsumerGroupConfig, new_member_id: Callable[[], str],
                  registry: dict[str, Any] | None = None, topics: Topics | None = None,
-                 client_assignment_timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+                 client_assignment_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 topic_access: TopicAccess | None = None) -> None:
         self.config = config
+        # The broker's authorizer, when one is configured: a regex resolution keeps the
+        # topics the member who asked for it may describe (Kafka 4.2).
+        self.topic_access = topic_access
         self.new_member_id = new_member_id
         self._registry: dict[str, Any] = {} if registry is None else registry
         self.groups: GroupsOf[ConsumerGroup] = GroupsOf(self._registry, ConsumerGroup)
@@ -351,7 +356,7 @@ class ConsumerGroups:
         member, replaced = heartbeat_member(group, member_id, req, owned)
         updated = updated_member(member, req)
         reconciled, records, timers = self.update_member(group, member, updated, replaced, owned,
-                                                          now_ms)
+                                                          now_ms, requester=req.requester)
         full = req.member_epoch == JOIN_EPOCH or (
             req.rebalance_timeout_ms != -1 and req.owned is not None and (
                 req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
@@ -368,13 +373,17 @@ class ConsumerGroups:
     def update_member(self, group: ConsumerGroup, member: ConsumerMember,
                        updated: ConsumerMember, replaced: ConsumerMember | None,
                        owned: Partitions | None, now_ms: int,
+                       requester: Requester | None = None,
                        ) -> tuple[ConsumerMember, list[Record], list[TimerOp]]:
         """Steps 3 to 5 of a heartbeat, shared with classic members' JoinGroup: write the
         member as `updated` (replacing the static member `replaced`, if any), bump the group
         epoch if its subscription changed, compute a new target if the group epoch is ahead
         of it, and reconcile the member given the partitions it says it owns. Decides
         everything first (raising Refused leaves the group untouched), then applies the
-        records. Returns the reconciled member, the records and the timers."""
+        records. Returns the reconciled member, the records and the timers. `requester`:
+        who sent the heartbeat (when the broker authorizes); a resolution it asks for keeps
+        the topics they may describe (a classic member's JoinGroup gives none: the last
+        requester's stands)."""
         member_id = updated.member_id
         removed = [m for m in (group.members.get(member_id), replaced) if m is not None]
         records: list[Record] = []
@@ -450,7 +459,10 @@ class ConsumerGroups:
         elif round_change is not KEEP:
             self.client_rounds.put(round_change)
         if refresh is not None:
-            self.groups[group.group_id].regex_refresh = refresh
+            rebuilt = self.groups[group.group_id]
+            rebuilt.regex_refresh = refresh
+            if requester is not None:
+                rebuilt.regex_requester = requester
         return reconciled, records, timers
 
     # == leaving and fencing (`leaving.py`) ===================================================
@@ -510,8 +522,13 @@ class ConsumerGroups:
         if group is None or group.regex_refresh is None:
             return Result()  # the group went (or was rebuilt) meanwhile
         wanted, group.regex_refresh = group.regex_refresh, None
+        access, requester = self.topic_access, group.regex_requester
+        allowed = None
+        if access is not None and requester is not None:
+            def allowed(topics: Iterable[str]) -> frozenset[str]:
+                return access.describable(requester.principal, requester.host, topics)
         return self._applied(Result(records=resolution_records(group, wanted, self.image,
-                                                                 now_ms)))
+                                                                 now_ms, allowed)))
 
     # == client-side assignors (coterie extension; `assignment_rounds.py`) ==================
     def prepare_assignment(self, req: PrepareAssignmentRequest, now_ms: int) -> Result:

@@ -18,6 +18,14 @@ from typing import NamedTuple
 from kio.schema.errors import ErrorCode
 
 
+class Requester(NamedTuple):
+    """Who sent a heartbeat, as the authorizer knows them: the principal and the client's
+    address (given only when an authorizer is configured)."""
+
+    principal: str
+    host: str
+
+
 @dataclass(frozen=True, slots=True)
 class TopicPartitions:
     topic_id: uuid.UUID
@@ -41,6 +49,9 @@ class ConsumerHeartbeatRequest:
     version: int = 1
     client_id: str = ""
     client_host: str = ""
+    # Who sent it, when the broker authorizes: a resolution of the group's regexes this
+    # heartbeat asks for keeps only the topics they may describe (Kafka 4.2).
+    requester: Requester | None = None
 
     def refused(self, code: ErrorCode) -> ConsumerHeartbeatResponse:
         return ConsumerHeartbeatResponse(code)

@@ -30,7 +30,7 @@ Each function decides only: the records it returns are applied by the coordinato
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -152,12 +152,16 @@ def regex_refresh(group: ConsumerGroup, member: ConsumerMember, updated: Consume
 
 
 def resolution_records(group: ConsumerGroup, wanted: frozenset[str], image: TopicImage,
-                       now_ms: int) -> list[Record]:
+                       now_ms: int,
+                       allowed: Callable[[Iterable[str]], frozenset[str]] | None = None,
+                       ) -> list[Record]:
     """The "consumer-regex" timer: Kafka's handleRegularExpressionsResult, with the
     resolution itself done here against the topics known now (`image`). Each regex in
     `wanted` that someone still subscribes with gets a record (a new timestamp and version
     even when its topics are the same); the group epoch moves if a regex matches other
-    topics than before or the subscribed topics' hash moved."""
+    topics than before or the subscribed topics' hash moved. `allowed`, when the broker
+    authorizes, keeps of the matched topics those the member who asked may describe
+    (Kafka 4.2 filters a resolution so); the record holds what was kept."""
     group_id = group.group_id
     regexes = dict(group.resolved_regexes)
     records: list[Record] = []
@@ -165,7 +169,7 @@ def resolution_records(group: ConsumerGroup, wanted: frozenset[str], image: Topi
     for regex in sorted(wanted):
         if group.regex_users(regex) <= 0:
             continue  # nobody subscribes with it any more
-        value = resolved(regex, image, now_ms)
+        value = resolved(regex, image, now_ms, allowed)
         topics = frozenset(value.topics)
         known = regexes.get(regex)
         changed |= topics != (frozenset() if known is None else known.topics)
@@ -177,7 +181,14 @@ def resolution_records(group: ConsumerGroup, wanted: frozenset[str], image: Topi
     return records
 
 
-def resolved(regex: str, image: TopicImage, now_ms: int) -> ConsumerGroupRegularExpressionValue:
-    """`regex` resolved against the topics of `image`, stamped with its version and now."""
+def resolved(regex: str, image: TopicImage, now_ms: int,
+             allowed: Callable[[Iterable[str]], frozenset[str]] | None = None,
+             ) -> ConsumerGroupRegularExpressionValue:
+    """`regex` resolved against the topics of `image` (of them, those `allowed` keeps),
+    stamped with its version and now."""
+    topics = resolve(regex, image.names())
+    if allowed is not None and topics:
+        kept = allowed(topics)
+        topics = tuple(t for t in topics if t in kept)
     return ConsumerGroupRegularExpressionValue(
-        topics=resolve(regex, image.names()), version=image.version, timestamp_ms=now_ms)
+        topics=topics, version=image.version, timestamp_ms=now_ms)

@@ -131,7 +131,8 @@ class MixedGroups:
         self.classic = ClassicGroups(config.classic, ctx.new_member_id, ctx.groups)
         self.consumer = ConsumerGroups(
             config.consumer, ctx.new_consumer_member_id, ctx.groups, ctx.topics,
-            client_assignment_timeout_ms=config.client_assignment_timeout_ms)
+            client_assignment_timeout_ms=config.client_assignment_timeout_ms,
+            topic_access=config.topic_access)
         self.classic_members = ClassicMembers(self.consumer)
 
     @property

@@ -19,7 +19,11 @@ from kio.schema.errors import ErrorCode
 from coterie.broker.config import BrokerConfig, ConfigError
 from coterie.group.consumer.config import ConsumerGroupConfig
 from coterie.group.consumer.kinds import ConsumerTimer
-from coterie.group.consumer.messages import ConsumerHeartbeatRequest, SettledHeartbeat
+from coterie.group.consumer.messages import (
+    ConsumerHeartbeatRequest,
+    Requester,
+    SettledHeartbeat,
+)
 from coterie.group.records.consumer import (
     ConsumerGroupMetadataKey,
     ConsumerGroupRegularExpressionKey,
@@ -336,3 +340,57 @@ def test_the_facade_routes_the_timer_to_the_consumer_core():
     assert h.group().resolved_regexes["prefix.*"].topics == {"prefix-a"}
     r = h.heartbeat(A, 1)
     assert r.member_epoch == 2 and h.assigned(r) == {"orders-0", "prefix-a-0"}
+
+
+# -- with an authorizer: a resolution keeps the topics the asking member may describe ------------
+
+class PrefixAccess:
+    """Which topics each principal may describe: those starting with one of its prefixes
+    (the broker's authorizer answers the same question from its ACLs)."""
+
+    def __init__(self, prefixes: dict[str, tuple[str, ...]]) -> None:
+        self.prefixes = prefixes
+        self.asked: list[tuple[str, str]] = []
+
+    def describable(self, principal: str, host: str, topics) -> frozenset[str]:
+        self.asked.append((principal, host))
+        return frozenset(t for t in topics if t.startswith(self.prefixes.get(principal, ())))
+
+
+def _join_as(h: ConsumerHarness, member_id: str, regex: str,
+             requester: Requester | None) -> None:
+    h.request(ConsumerHeartbeatRequest(
+        group_id="g", member_id=member_id, member_epoch=0, rebalance_timeout_ms=30_000,
+        subscribed_topic_regex=regex, owned=(), version=1, client_id="client",
+        client_host="/127.0.0.1", requester=requester))
+
+
+def test_a_resolution_keeps_only_the_topics_the_asking_member_may_describe():
+    """Kafka 4.2 (KIP-848 with an authorizer): the regex is resolved for the member whose
+    heartbeat asked, and topics it may not describe are left out of the record."""
+    h = ConsumerHarness(TOPICS)
+    access = PrefixAccess({"User:alice": ("prefix-a", "orders")})
+    h.coordinator.topic_access = access
+    _join_as(h, A, ".*", Requester("User:alice", "127.0.0.1"))
+    before = len(h.records)
+    h.advance(0)
+    (record,) = regex_records(h.records[before:])
+    assert record.value.topics == ("orders", "prefix-a")
+    assert access.asked == [("User:alice", "127.0.0.1")]
+    r = h.heartbeat(A, 1)
+    assert h.assigned(r) == {"orders-0", "orders-1", "prefix-a-0"}
+    # Replayed, the group holds what was recorded: nobody is asked again.
+    assert h.replayed().groups["g"].resolved_regexes[".*"].topics == {"orders", "prefix-a"}
+    assert len(access.asked) == 1
+
+
+def test_without_a_requester_or_an_authorizer_a_resolution_keeps_every_match():
+    h = ConsumerHarness(TOPICS)
+    _join_as(h, A, "prefix.*", Requester("User:alice", "127.0.0.1"))  # no authorizer
+    h.advance(0)
+    assert h.group().resolved_regexes["prefix.*"].topics == {"prefix-a", "prefix-b"}
+    h2 = ConsumerHarness(TOPICS)
+    h2.coordinator.topic_access = PrefixAccess({})
+    _join_as(h2, A, "prefix.*", None)  # the broker gives a requester whenever it authorizes
+    h2.advance(0)
+    assert h2.group().resolved_regexes["prefix.*"].topics == {"prefix-a", "prefix-b"}
