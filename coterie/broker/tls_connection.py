@@ -136,6 +136,12 @@ class TlsClientConnection(ClientConnection):
                 self.eof = True
                 break
             if not chunk:
+                # SSLObject.read answers b"" (it does not raise) once the client's
+                # close_notify has been read: no data is SSLWantReadError, a hang-up
+                # without it SSLEOFError. The client will send no more: answer what it
+                # sent, then close, as on a plaintext end of stream. (Clients that wait
+                # for the close, as asyncio's SSL transport does for 30 s, need it.)
+                self.eof = True
                 break
             out += chunk
         return bytes(out)

@@ -11,6 +11,7 @@ are closed while other clients are served.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import ssl
@@ -252,6 +253,23 @@ def test_misbehaving_tls_clients_are_closed_and_others_served(
         s.close()
     with _tls_conn(b.ssl_port, certs) as again:
         assert _api_versions(again)[4:6] == b"\x00\x00"
+
+
+def test_a_clients_close_notify_closes_the_connection(tls_broker: CoterieBroker,
+                                                     certs: Path) -> None:
+    """TLS's goodbye (close_notify) ends the client's stream: the broker closes the
+    connection at once, as on a plaintext end of stream. asyncio's SSL transport (aiokafka)
+    waits for that close, up to 30 s, on every connection it closes; coterie used to take
+    the close_notify for "no data yet" and keep the connection open."""
+    with _tls_conn(tls_broker.ssl_port, certs) as conn:
+        assert _api_versions(conn)[4:6] == b"\x00\x00"
+        conn.settimeout(5)
+        started = time.monotonic()
+        # unwrap sends close_notify, then reads until the broker's answer; the broker
+        # closes the socket without a close_notify of its own.
+        with contextlib.suppress(ssl.SSLEOFError, ConnectionError):
+            conn.unwrap()
+        assert time.monotonic() - started < 2
 
 
 def test_the_java_client_over_mutual_tls(tmp_path: Path, certs: Path) -> None:
