@@ -251,14 +251,18 @@ def test_credentials_survive_a_kill_9(scram_broker: CoterieBroker) -> None:
 
 
 def test_kafka_configs_creates_and_deletes_a_user(scram_broker: CoterieBroker) -> None:
-    """Kafka's kafka-configs (ConfigCommand) sets and deletes a SCRAM credential. Its
-    --describe of users asks DescribeClientQuotas first, which coterie does not serve: the
-    credential is described with confluent-kafka instead."""
+    """Kafka's kafka-configs (ConfigCommand) sets, describes and deletes a SCRAM credential.
+    Its --describe of users asks DescribeClientQuotas first (coterie has no quotas and
+    describes none) and then the credentials: the line is Kafka's."""
     b = scram_broker
     out = kafka_tool("kafka.admin.ConfigCommand", b.bootstrap, "--alter", "--add-config",
                      "SCRAM-SHA-256=[iterations=8192,password=carol-secret]",
                      "--entity-type", "users", "--entity-name", "carol")
     assert "Completed updating config for user carol" in out, out
+    described = kafka_tool("kafka.admin.ConfigCommand", b.bootstrap, "--describe",
+                           "--entity-type", "users", "--entity-name", "carol")
+    assert described.strip() == \
+        "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192"
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     carol = admin.describe_user_scram_credentials(["carol"])["carol"].result(10)
     assert [(i.mechanism, i.iterations) for i in carol.scram_credential_infos] == [
