@@ -305,9 +305,12 @@ def prepare(
     overrides: Mapping[str, str] | None = None,
     version: str | None = None,
     heap: str = DEFAULT_HEAP,
+    format_args: Sequence[str] = (),
 ) -> list[str]:
     """Fetch jars, write configs into data_dir, format the storage once, and return the
-    command line that runs the broker."""
+    command line that runs the broker. `format_args` are added to the storage tool's
+    `format` (e.g. `--add-scram 'SCRAM-SHA-512=[name=admin,password=admin-secret]'`: a
+    secured broker's first SCRAM user exists only if it is written at format time)."""
     require_tools(("java",))
     lib = fetch(version)
     data_dir = data_dir.resolve()
@@ -323,7 +326,7 @@ def prepare(
             lib,
             STORAGE_TOOL_MAIN,
             ["format", "--cluster-id", new_cluster_id(), "--config", str(props_path),
-             "--ignore-formatted"],
+             "--ignore-formatted", *format_args],
             data_dir,
             heap="256m",
         )
@@ -352,8 +355,9 @@ def _cmd_start(args: argparse.Namespace) -> int:
     overrides.update(parse_overrides(args.override))
     data_dir = Path(args.data_dir)
     fetch(args.kafka_version, log=lambda m: print(m, file=sys.stderr, flush=True))
+    format_args = [arg for spec in args.add_scram for arg in ("--add-scram", spec)]
     cmd = prepare(args.port, data_dir, args.controller_port, overrides, args.kafka_version,
-                  args.heap)
+                  args.heap, format_args)
     version = args.kafka_version or kafka_version()
     print(f"reference-kafka: Apache Kafka {version} bootstrap {HOST}:{args.port} "
           f"(data {data_dir.resolve()})", flush=True)
@@ -383,6 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          help="set group.initial.rebalance.delay.ms=0")
     p_start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                          help="extra broker property; repeatable")
+    p_start.add_argument("--add-scram", action="append", default=[], metavar="CREDENTIAL",
+                         help="a SCRAM user written when the storage is formatted, e.g. "
+                              "'SCRAM-SHA-512=[name=admin,password=admin-secret]'; repeatable")
     p_start.set_defaults(func=_cmd_start)
 
     args = parser.parse_args(argv)
