@@ -15,6 +15,14 @@ Python's `ssl` module does the work, at TLS 1.2 or newer with its default cipher
 RC4, no export ciphers, forward secrecy first), renegotiation off. JKS and PKCS12 stores are
 Java's: coterie refuses them with a message that says to convert them to PEM.
 
+* `ssl.enabled.protocols` (Kafka's default `TLSv1.2,TLSv1.3`): the versions served, among
+  TLSv1.2 and TLSv1.3; an older one is refused at start (coterie serves TLS 1.2 and newer).
+* `ssl.cipher.suites` (Kafka's default: the platform's): the TLS 1.2 suites served, by their
+  standard names as Kafka's JVM takes them (`TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256`) or by
+  OpenSSL's (`ECDHE-RSA-AES128-GCM-SHA256`); a name neither knows is refused at start. TLS
+  1.3's suites (`TLS_AES_128_GCM_SHA256`, ...) are all AEAD and Python's `ssl` cannot narrow
+  them: listed ones are accepted, and a list of TLS 1.3 suites only serves TLS 1.3 only.
+
 A client certificate's subject names the connection's principal: `User:` and the
 subject's distinguished name in RFC 2253 form, most specific part first
 (`User:CN=alice,OU=eng,O=example`), as Kafka's default `ssl.principal.mapping.rules`;
@@ -78,8 +86,19 @@ def server_context(props: Mapping[str, str], listener: str) -> ssl.SSLContext:
             raise TlsConfigError(f"{kind}={value} for listener {listener}: coterie reads PEM "
                                  f"files only (convert the store with openssl or keytool)")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    versions = enabled_protocols(get("ssl.enabled.protocols"))
     ctx.options |= ssl.OP_NO_COMPRESSION | getattr(ssl, "OP_NO_RENEGOTIATION", 0)
+    suites = get("ssl.cipher.suites")
+    if suites is not None:
+        tls12 = cipher_suites(suites)
+        if tls12:
+            ctx.set_ciphers(":".join(tls12))
+        else:  # TLS 1.3 suites only: nothing to offer a TLS 1.2 client
+            versions = [v for v in versions if v is not ssl.TLSVersion.TLSv1_2]
+            if not versions:
+                raise TlsConfigError("ssl.cipher.suites lists TLS 1.3 suites only, but "
+                                     "ssl.enabled.protocols does not enable TLSv1.3")
+    ctx.minimum_version, ctx.maximum_version = min(versions), max(versions)
     password = get("ssl.key.password")
     location = get("ssl.keystore.location")
     key, chain = get("ssl.keystore.key"), get("ssl.keystore.certificate.chain")
@@ -112,6 +131,77 @@ def server_context(props: Mapping[str, str], listener: str) -> ssl.SSLContext:
     ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
                        "required": ssl.CERT_REQUIRED}[auth]
     return ctx
+
+
+_PROTOCOLS = {"TLSV1.2": ssl.TLSVersion.TLSv1_2, "TLSV1.3": ssl.TLSVersion.TLSv1_3}
+_TOO_OLD = {"SSLV2", "SSLV3", "TLSV1", "TLSV1.1"}
+
+
+def enabled_protocols(value: str | None) -> list[ssl.TLSVersion]:
+    """`ssl.enabled.protocols` as the TLS versions to serve (Kafka's default: 1.2 and 1.3)."""
+    names = [n.strip() for n in (value or "TLSv1.2,TLSv1.3").split(",") if n.strip()]
+    out = []
+    for name in names:
+        if name.upper() in _TOO_OLD:
+            raise TlsConfigError(f"ssl.enabled.protocols names {name}: coterie serves TLS 1.2 "
+                                 f"and newer only (TLSv1.2, TLSv1.3)")
+        version = _PROTOCOLS.get(name.upper())
+        if version is None:
+            raise TlsConfigError(f"ssl.enabled.protocols names {name!r}, not a TLS version "
+                                 f"(TLSv1.2, TLSv1.3)")
+        out.append(version)
+    if not out:
+        raise TlsConfigError("ssl.enabled.protocols is empty: name TLSv1.2 and/or TLSv1.3")
+    return out
+
+
+# OpenSSL's name of a TLS 1.2 suite, in the parts its standard (IANA) name is made of.
+_OPENSSL_SUITE = re.compile(
+    r"^(?:(ECDHE|DHE)-(RSA|ECDSA|DSS)-)?(?:AES(128|256)(-GCM|-CCM8|-CCM)?|(CHACHA20-POLY1305))"
+    r"(?:-(SHA256|SHA384|SHA))?$")
+
+
+def standard_suite_name(openssl_name: str) -> str | None:
+    """The standard (IANA) name of a TLS 1.2 suite OpenSSL calls `openssl_name`, for the
+    AES and ChaCha20 suites (None for the rest: they stay reachable by OpenSSL's name)."""
+    m = _OPENSSL_SUITE.match(openssl_name)
+    if m is None:
+        return None
+    kx, auth, bits, mode, chacha, mac = m.groups()
+    head = f"TLS_{kx}_{auth}_WITH" if kx else "TLS_RSA_WITH"
+    if chacha:
+        return f"{head}_CHACHA20_POLY1305_SHA256"
+    if mode == "-GCM":
+        return f"{head}_AES_{bits}_GCM_{mac}"
+    if mode in ("-CCM", "-CCM8"):
+        return f"{head}_AES_{bits}_{mode[1:]}" if mac is None else None
+    return f"{head}_AES_{bits}_CBC_{mac or 'SHA'}"
+
+
+def cipher_suites(value: str) -> list[str]:
+    """The OpenSSL names of the TLS 1.2 suites `ssl.cipher.suites` lists (module
+    docstring); TLS 1.3 suites listed are checked and left out (always served)."""
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    probe.set_ciphers("ALL")
+    known = probe.get_ciphers()
+    tls13 = {c["name"] for c in known if c["protocol"] == "TLSv1.3"}
+    by_name = {c["name"]: c["name"] for c in known if c["protocol"] != "TLSv1.3"}
+    for name in list(by_name):
+        standard = standard_suite_name(name)
+        if standard is not None:
+            by_name.setdefault(standard, name)
+    out = []
+    for name in (n.strip() for n in value.split(",")):
+        if not name or name in tls13:
+            continue
+        found = by_name.get(name)
+        if found is None:
+            raise TlsConfigError(f"ssl.cipher.suites names {name!r}, a suite this broker's "
+                                 f"TLS library does not know (give standard names such as "
+                                 f"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, or OpenSSL's)")
+        if found not in out:
+            out.append(found)
+    return out
 
 
 def _load_inline_chain(ctx: ssl.SSLContext, key: str, chain: str,

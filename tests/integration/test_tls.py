@@ -308,3 +308,45 @@ def test_the_java_client_over_mutual_tls(tmp_path: Path, certs: Path) -> None:
             and "certificate_required" in said, said[-2000:]
     finally:
         b.stop()
+
+
+def test_enabled_protocols_and_cipher_suites_are_the_ones_served(tmp_path: Path,
+                                                                 certs: Path) -> None:
+    """`ssl.enabled.protocols` and `ssl.cipher.suites` with Kafka's names: a TLS 1.2-only
+    listener with one suite negotiates that suite and nothing else; a TLS 1.3-only one
+    refuses a TLS 1.2 client."""
+    key = {"ssl.keystore.location": str(certs / "server.pem")}
+    narrow = _broker(tmp_path, "narrow", **key, **{
+        "ssl.enabled.protocols": "TLSv1.2",
+        "ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"})
+    modern = _broker(tmp_path, "modern", **key, **{"ssl.enabled.protocols": "TLSv1.3"})
+
+    def connect(port: int, versions: tuple[ssl.TLSVersion, ssl.TLSVersion],
+                ciphers: str | None = None) -> ssl.SSLSocket:
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        ctx.minimum_version, ctx.maximum_version = versions
+        if ciphers is not None:
+            ctx.set_ciphers(ciphers)
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        return ctx.wrap_socket(raw, server_hostname="localhost")
+
+    tls12 = (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2)
+    tls13 = (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_3)
+    for b in (narrow, modern):
+        b.start()
+    try:
+        with connect(narrow.ssl_port, tls12) as conn:  # type: ignore[attr-defined]
+            assert conn.version() == "TLSv1.2"
+            assert conn.cipher()[0] == "ECDHE-RSA-AES256-GCM-SHA384"
+            assert _api_versions(conn)[4:6] == b"\x00\x00"
+        for versions, ciphers in ((tls13, None), (tls12, "ECDHE-RSA-AES128-GCM-SHA256")):
+            with pytest.raises((ssl.SSLError, ConnectionError)):
+                connect(narrow.ssl_port, versions, ciphers)  # type: ignore[attr-defined]
+        with connect(modern.ssl_port, tls13) as conn:  # type: ignore[attr-defined]
+            assert conn.version() == "TLSv1.3"
+            assert _api_versions(conn)[4:6] == b"\x00\x00"
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            connect(modern.ssl_port, tls12)  # type: ignore[attr-defined]
+    finally:
+        for b in (narrow, modern):
+            b.stop()

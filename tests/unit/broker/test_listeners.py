@@ -3,11 +3,19 @@ the principal a client certificate names (coterie.broker.tls.principal_of)."""
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 
 from coterie.broker.config import BrokerConfig, ConfigError
 from coterie.broker.listeners import Listener, ListenerError, listeners_from
-from coterie.broker.tls import principal_of
+from coterie.broker.tls import (
+    TlsConfigError,
+    cipher_suites,
+    enabled_protocols,
+    principal_of,
+    standard_suite_name,
+)
 
 
 def test_without_listeners_the_command_line_address_is_the_one_plaintext_listener():
@@ -78,3 +86,36 @@ def test_a_certificates_subject_is_the_principal_most_specific_part_first():
     assert principal_of(cert) == "User:CN=alice\\, the first,OU=eng,O=coterie-test"
     assert principal_of(None) == "User:ANONYMOUS"
     assert principal_of({}) == "User:ANONYMOUS"
+
+
+def test_tls_versions_and_suites_are_read_with_kafkas_names():
+    assert enabled_protocols(None) == [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3]
+    assert enabled_protocols(" TLSv1.3 ") == [ssl.TLSVersion.TLSv1_3]
+    for old in ("TLSv1.1", "TLSv1,TLSv1.2", "SSLv3"):
+        with pytest.raises(TlsConfigError, match=r"TLS 1\.2 and newer only"):
+            enabled_protocols(old)
+    with pytest.raises(TlsConfigError, match="not a TLS version"):
+        enabled_protocols("TLSv9")
+    # Kafka's (the JVM's standard) names and OpenSSL's name the same suites; TLS 1.3's are
+    # always served.
+    assert cipher_suites("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, ECDHE-RSA-AES256-GCM-SHA384,"
+                         "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,"
+                         "TLS_AES_128_GCM_SHA256") == [
+        "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305"]
+    assert standard_suite_name("ECDHE-RSA-AES128-SHA") == "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"
+    assert standard_suite_name("AES256-GCM-SHA384") == "TLS_RSA_WITH_AES_256_GCM_SHA384"
+    assert standard_suite_name("DHE-RSA-AES128-CCM8") == "TLS_DHE_RSA_WITH_AES_128_CCM8"
+    assert standard_suite_name("ECDHE-ARIA256-GCM-SHA384") is None
+    with pytest.raises(TlsConfigError, match="does not know"):
+        cipher_suites("TLS_RSA_WITH_RC4_128_MD5")
+
+
+def test_the_broker_refuses_tls_settings_it_cannot_honour_at_start(tmp_path):
+    ssl_listener = {"listeners": "SSL://:9093", "ssl.keystore.location": "/x.pem"}
+    with pytest.raises(ConfigError, match=r"TLS 1\.2 and newer only"):
+        BrokerConfig.load("h", 1, tmp_path, overrides={
+            **ssl_listener, "ssl.enabled.protocols": "TLSv1.1,TLSv1.2"})
+    with pytest.raises(ConfigError, match=r"TLS 1\.3 suites only"):
+        BrokerConfig.load("h", 1, tmp_path, overrides={
+            **ssl_listener, "ssl.enabled.protocols": "TLSv1.2",
+            "ssl.cipher.suites": "TLS_AES_256_GCM_SHA384"})
