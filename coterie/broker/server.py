@@ -62,7 +62,8 @@ from coterie.broker.peers import Peers
 from coterie.broker.producer_ids import ProducerIdAllocator
 from coterie.broker.request_memory import RequestMemory
 from coterie.broker.sasl import SaslState, sasl_settings
-from coterie.broker.scram_credentials import ScramCredentials
+from coterie.broker.scram import ScramCredential
+from coterie.broker.scram_credentials import Plan, ScramCredentials
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.ssl_principal import principal_mapper
@@ -339,6 +340,18 @@ class Broker:
         self._topics_changed(self.logs.topics)
         # After the groups: markers still to write may go to __consumer_offsets.
         await self.transactions.load()
+
+    async def set_scram_credentials(
+            self, credentials: dict[tuple[str, int], ScramCredential]) -> None:
+        """`coterie serve --add-scram` (coterie.broker.add_scram): users set before the
+        broker serves, durably: in the data directory, or in a cluster's database (which
+        the broker's rounds adopt, its first before it serves)."""
+        if not credentials:
+            return
+        if self.cluster is not None:
+            await self.cluster.alter_scram_credentials(dict(credentials), [])
+        else:
+            self.scram_credentials.apply(Plan(upserts=dict(credentials)))
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import click
 
+from coterie.broker.add_scram import AddScramError, parse_add_scram
 from coterie.broker.config import BrokerConfig, ConfigError
+from coterie.broker.scram import ScramCredential
 
 
 def _fail(message: str) -> None:
@@ -41,9 +43,12 @@ def main() -> None:
               help="This broker's node.id (each broker of a cluster needs its own).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option("--add-scram", "add_scram", multiple=True, metavar="SPEC",
+              help="Set a SCRAM user before serving, as Kafka's kafka-storage format does: "
+                   "'SCRAM-SHA-512=[name=admin,password=admin-secret]' (repeatable).")
 def serve(host: str, port: int, data_dir: Path, config_file: Path | None,
           overrides: tuple[str, ...], storage: str | None, node_id: int | None,
-          log_level: str) -> None:
+          log_level: str, add_scram: tuple[str, ...]) -> None:
     """Run a broker until interrupted."""
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -61,11 +66,19 @@ def serve(host: str, port: int, data_dir: Path, config_file: Path | None,
         config = BrokerConfig.load(host, port, data_dir, config_file, props)
     except ConfigError as e:
         _fail(str(e))
+    users = {}
+    for spec in add_scram:
+        try:
+            key, credential = parse_add_scram(spec)
+        except AddScramError as e:
+            _fail(str(e))
+        users[key] = credential
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(config))
+        asyncio.run(_serve(config, users))
 
 
-async def _serve(config: BrokerConfig) -> None:
+async def _serve(config: BrokerConfig,
+                 users: dict[tuple[str, int], ScramCredential] | None = None) -> None:
     from coterie.broker.cluster import ClusterStartError
     from coterie.broker.server import Broker
     from coterie.log.errors import LogError
@@ -78,6 +91,12 @@ async def _serve(config: BrokerConfig) -> None:
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot use data dir {config.data_dir}: {e.strerror or e}")
+    try:
+        await broker.set_scram_credentials(users or {})
+    except (OSError, LogError) as e:
+        with contextlib.suppress(Exception):
+            await broker.stop()
+        _fail(f"cannot set the --add-scram users: {e}")
     try:
         await broker.start()
     except ClusterStartError as e:

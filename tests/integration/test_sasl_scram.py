@@ -13,6 +13,7 @@ credentials survive a kill -9; and Kafka's own kafka-configs creates and deletes
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
+    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -41,7 +43,7 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from scramp import ScramClient
 
-from tests.fixtures.coterie_broker import CoterieBroker, free_port
+from tests.fixtures.coterie_broker import STORAGES, CoterieBroker, free_port
 from tests.fixtures.reference_broker import kafka_tool, load_reference_kafka
 from tests.integration.test_tls import certs  # noqa: F401 - the session's certificates
 from tests.kafka_raw import RawConnection
@@ -312,3 +314,42 @@ def test_the_java_client_authenticates_with_scram_sha_512_over_sasl_ssl(
         capture_output=True, timeout=120)
     said = (refused.stdout + refused.stderr).decode(errors="replace")
     assert refused.returncode != 0 and FAILED + "SCRAM-SHA-512" in said, said[-2000:]
+
+
+@pytest.mark.parametrize("storage", STORAGES, indirect=True)
+def test_add_scram_lets_a_sasl_only_broker_have_its_first_user(tmp_path: Path,
+                                                               coterie_factory) -> None:
+    """A broker whose only listener needs SCRAM, with an authorizer: its first user comes
+    from `coterie serve --add-scram` (Kafka's `kafka-storage format --add-scram` syntax),
+    logs in and administers the broker; it survives a kill -9 and a restart with the flag
+    again; a spec that cannot be read stops the broker at start, saying why. On both
+    storages (a cluster broker writes the user to the database)."""
+    b = coterie_factory(config={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin"}, start=False)
+    b.config.update({"listeners": f"SASL_PLAINTEXT://127.0.0.1:{b.port}",
+                     "sasl.enabled.mechanisms": "SCRAM-SHA-512"})
+    b.args = ["--add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret,"
+                             "iterations=8192]"]
+    conf = {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
+            "sasl.password": "admin-secret"}
+    b.start()
+    try:
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic("first", 1, 1)])["first"].result(10)
+        described = admin.describe_user_scram_credentials(["admin"])["admin"].result(10)
+        assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+            (SHA512, 8192)]
+        b.restart_after_kill9()
+        assert "first" in AdminClient(conf).list_topics(timeout=10).topics
+        wrong = AdminClient({**conf, "sasl.password": "nope"})
+        with pytest.raises(KafkaException):
+            wrong.list_topics(timeout=3)
+    finally:
+        b.stop()
+    bad = subprocess.run([sys.executable, "-m", "coterie", "serve", "--port", str(free_port()),
+                          "--data-dir", str(tmp_path / "bad"), "--add-scram",
+                          "SCRAM-SHA-512=[name=admin]"], capture_output=True, timeout=60)
+    assert bad.returncode == 1
+    assert b"a password is needed" in bad.stderr

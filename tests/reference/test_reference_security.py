@@ -4,8 +4,8 @@ Issue 25 asks for `kafka-configs --entity-type users` and `kafka-acls` against c
 the reference broker configured the same way. Each broker gets the same security settings
 (`SECURITY`: SCRAM-SHA-256/512 on a SASL_PLAINTEXT listener, Kafka's StandardAuthorizer,
 `super.users=User:admin`) and a SCRAM-SHA-512 `admin` user made before it serves anyone
-(Kafka: `kafka-storage format --add-scram`; coterie has no such step, so it is started once
-without the authorizer to make the user and then restarted with the settings). Then one
+(Kafka: `kafka-storage format --add-scram`; coterie: `coterie serve --add-scram`, the same
+spec). Then one
 scenario, the operator's tools always run as `admin` over SASL (`--command-config`):
 
 * `kafka-configs --alter --add-config 'SCRAM-SHA-512=[password=alice-secret]'` for alice and
@@ -36,9 +36,6 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 from kio.schema.describe_client_quotas.v0 import request as quotas_v0
 from kio.schema.describe_client_quotas.v1 import request as quotas_v1
@@ -322,10 +319,9 @@ def kafka_observed(tmp_path_factory: pytest.TempPathFactory) -> Observed:
 
 @pytest.fixture(scope="module")
 def coterie_observed(tmp_path_factory: pytest.TempPathFactory) -> Observed:
-    """coterie with the same settings and listeners (less Kafka's controller listener).
-    coterie has nothing like `kafka-storage format --add-scram`: it is started first
-    without the authorizer, admin's credential made over PLAINTEXT, and restarted with
-    `SECURITY` (the credential is kept in its data directory)."""
+    """coterie with the same settings and listeners (less Kafka's controller listener),
+    admin made as Kafka's is: `coterie serve --add-scram` with the spec Kafka's
+    `kafka-storage format` is given."""
     _require_java_and_mvn()
     base = tmp_path_factory.mktemp("secured-coterie")
     broker = CoterieBroker(base / "data")
@@ -333,21 +329,11 @@ def coterie_observed(tmp_path_factory: pytest.TempPathFactory) -> Observed:
     broker.config.update({
         "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},"
                      f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        **{k: v for k, v in SECURITY.items()
-           if k not in ("authorizer.class.name", "super.users")},
+        **SECURITY,
     })
+    broker.args = scram_admin_format_args()  # coterie's flag is Kafka's storage tool's
     broker.start()
     try:
-        user, password = SCRAM_ADMIN
-        plaintext = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: see below
-        made = plaintext.alter_user_scram_credentials(
-            [UserScramCredentialUpsertion(
-                user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                password.encode())])
-        made[user].result(10)  # (a client destroyed before the answer fails its futures)
-        broker.stop()
-        broker.config.update(SECURITY)
-        broker.start()
         return scenario(Secured(f"127.0.0.1:{sasl_port}",
                                 _admin_properties(base / "admin.properties")))
     finally:
