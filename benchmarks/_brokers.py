@@ -5,6 +5,9 @@ each as its own subprocess on a free loopback port with a data dir and a log fil
 caller-given work dir, coterie as `python -m coterie serve`, Kafka through
 scripts/reference_kafka.py (needs java, and mvn the first time; see docs/reference-broker.md).
 Both take the same Kafka property overrides, so a benchmark can give them equal settings.
+For the security benchmarks (issue 25) it also gives both the same secured listeners: the
+certificates, Kafka's view of the same PEM keystore, and the reference broker's settings for
+the listeners coterie gets.
 """
 
 from __future__ import annotations
@@ -125,28 +128,114 @@ def run_broker_process(kind: str, workdir: Path, overrides: Mapping[str, str] | 
                "--data-dir", str(data_dir)]
         for key, value in overrides.items():
             cmd += ["--override", f"{key}={value}"]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT),
-                                                          env.get("PYTHONPATH")]))
     else:
         cmd = load_reference_kafka().prepare(port, data_dir, overrides=overrides)
-        env = dict(os.environ)
+    with serving(kind, cmd, log_path, f"{HOST}:{port}") as proc:
+        yield f"{HOST}:{port}", proc
+
+
+def coterie_env() -> dict[str, str]:
+    """The environment coterie runs in: unbuffered output (its log is read on failure) and
+    this checkout first on the import path (a worktree's code, not the main one's)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+@contextlib.contextmanager
+def serving(kind: str, cmd: Sequence[str], log_path: Path, bootstrap: str,
+            ) -> Iterator[subprocess.Popen]:
+    """Run a broker's command line (`kind` "coterie" or "kafka") for the duration of the
+    block, its output to `log_path`, once it serves on `bootstrap` (a PLAINTEXT listener);
+    yields the process. For benchmarks that build the command themselves (several
+    listeners, say) yet start and stop the broker as every other benchmark does."""
+    env = coterie_env() if kind == "coterie" else dict(os.environ)
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env)
-    bootstrap = f"{HOST}:{port}"
     try:
-        # coterie is ready once it listens (as in tests/fixtures/coterie_broker.py)
+        # coterie is ready once it listens (as in tests/fixtures/coterie_broker.py); Kafka
+        # opens its listeners before it can answer Metadata
         wait_until_serving(bootstrap, proc, log_path, metadata_probe=kind == "kafka")
-        yield bootstrap, proc
+        yield proc
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(30)
+                proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+
+
+# -- secured listeners (issue 25) --------------------------------------------------------------
+
+# The one SASL/PLAIN user of the security benchmarks, in the JAAS line both brokers read.
+SASL_USER = ("bench", "bench-secret")
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              f'user_{SASL_USER[0]}="{SASL_USER[1]}";')
+
+
+def make_certs(certs: Path) -> None:
+    """The test CA and the broker's certificates (scripts/make-test-certs; needs openssl)."""
+    subprocess.run([str(REPO_ROOT / "scripts" / "make-test-certs"), str(certs)], check=True,
+                   capture_output=True)
+
+
+def kafka_keystore(server_pem: Path, work: Path) -> Path:
+    """`server_pem` as Kafka's PEM keystore can read it. Kafka (ssl.keystore.type=PEM) takes
+    only a PKCS#8 key ("BEGIN PRIVATE KEY" or "BEGIN ENCRYPTED PRIVATE KEY"); the openssl
+    of scripts/make-test-certs writes PKCS#8 since 1.1, but an older one writes PKCS#1
+    ("BEGIN RSA PRIVATE KEY"), which Kafka refuses: that key is converted into a copy
+    under `work`, the certificates kept as they are."""
+    text = server_pem.read_text()
+    if "-----BEGIN RSA PRIVATE KEY-----" not in text:
+        return server_pem
+    head, rest = text.split("-----BEGIN RSA PRIVATE KEY-----", 1)
+    body, tail = rest.split("-----END RSA PRIVATE KEY-----", 1)
+    key = f"-----BEGIN RSA PRIVATE KEY-----{body}-----END RSA PRIVATE KEY-----\n"
+    pkcs8 = subprocess.run(["openssl", "pkcs8", "-topk8", "-nocrypt"], input=key.encode(),
+                           capture_output=True, check=True).stdout.decode()
+    out = work / "kafka-server.pem"
+    out.write_text(head + pkcs8 + tail.lstrip("\n"))
+    return out
+
+
+def kafka_secured_settings(ports: Mapping[str, int], controller_port: int,
+                           keystore: Path) -> dict[str, str]:
+    """Reference-broker settings for the listeners coterie gets in the same benchmark:
+    `ports` maps each listener (named for its protocol: PLAINTEXT, SSL, SASL_SSL) to its
+    port, PLAINTEXT first. TLS from the same PEM keystore coterie reads, SASL/PLAIN with
+    the same user on SASL_SSL. The controller and inter-broker listeners stay PLAINTEXT:
+    with no authorizer nothing checks the broker's own requests to its controller (cf.
+    tests/fixtures/reference_broker.py's `secured_reference_config`, whose authorizer makes
+    it authenticate them)."""
+    names = list(ports)
+    assert names[0] == "PLAINTEXT", "the first listener is the PLAINTEXT one"
+    advertised = ",".join(f"{name}://{HOST}:{port}" for name, port in ports.items())
+    settings = {
+        "listeners": f"{advertised},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": advertised,
+        "listener.security.protocol.map": ",".join(
+            [f"{name}:{name}" for name in names] + ["CONTROLLER:PLAINTEXT"]),
+        "controller.quorum.voters": f"1@{HOST}:{controller_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+    }
+    if any(name in ("SSL", "SASL_SSL") for name in names):
+        settings |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)}
+    if "SASL_SSL" in names:
+        settings |= {"sasl.enabled.mechanisms": "PLAIN",
+                     "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS}
+    return settings
+
+
+def require_reference() -> None:
+    """Make sure the reference broker can run for a benchmark's `--kafka`, or end the
+    benchmark at once with why (no java, no mvn to fetch the jars the first time): a
+    comparison asked for must not silently become a coterie-only run."""
+    reason = prepare_reference(lambda msg: print(msg, file=sys.stderr, flush=True))
+    if reason is not None:
+        sys.exit(f"--kafka: cannot run the reference Apache Kafka broker: {reason}")
 
 
 def create_topic(bootstrap: str, name: str, partitions: int,
