@@ -182,6 +182,17 @@ def make_certs(certs: Path) -> None:
                    capture_output=True)
 
 
+def coterie_secured_cmd(work: Path, certs: Path, ports: Mapping[str, int]) -> list[str]:
+    """`coterie serve` with a listener per entry of `ports` (named for its protocol), TLS
+    from the test certificates and SASL/PLAIN with the benchmarks' user."""
+    listeners = ",".join(f"{name}://{HOST}:{port}" for name, port in ports.items())
+    return [sys.executable, "-m", "coterie", "serve", "--data-dir", str(work / "data"),
+            "--override", f"listeners={listeners}",
+            "--override", f"ssl.keystore.location={certs / 'server.pem'}",
+            "--override", "sasl.enabled.mechanisms=PLAIN",
+            "--override", f"sasl.jaas.config={PLAIN_JAAS}"]
+
+
 def kafka_keystore(server_pem: Path, work: Path) -> Path:
     """`server_pem` as Kafka's PEM keystore can read it. Kafka (ssl.keystore.type=PEM) takes
     only a PKCS#8 key ("BEGIN PRIVATE KEY" or "BEGIN ENCRYPTED PRIVATE KEY"); the openssl

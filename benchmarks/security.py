@@ -42,9 +42,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _brokers import (
     HOST,
-    PLAIN_JAAS,
     SASL_USER,
     consume_timed,
+    coterie_secured_cmd,
     cpu_seconds,
     create_topic,
     free_port,
@@ -87,12 +87,7 @@ def _client_confs(ports: dict[str, int], ca: Path) -> dict[str, dict[str, str]]:
 def _start_coterie(stack: contextlib.ExitStack, work: Path, certs: Path
                    ) -> tuple[subprocess.Popen, dict[str, int]]:
     ports = {name: free_port() for name in LISTENERS}
-    listeners = ",".join(f"{name}://{HOST}:{port}" for name, port in ports.items())
-    cmd = [sys.executable, "-m", "coterie", "serve", "--data-dir", str(work / "data"),
-           "--override", f"listeners={listeners}",
-           "--override", f"ssl.keystore.location={certs / 'server.pem'}",
-           "--override", "sasl.enabled.mechanisms=PLAIN",
-           "--override", f"sasl.jaas.config={PLAIN_JAAS}"]
+    cmd = coterie_secured_cmd(work, certs, ports)
     proc = stack.enter_context(serving("coterie", cmd, work / "coterie.log",
                                        f"{HOST}:{ports['PLAINTEXT']}"))
     return proc, ports

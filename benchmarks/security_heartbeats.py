@@ -45,8 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _brokers import (
-    PLAIN_JAAS,
     SASL_USER,
+    coterie_secured_cmd,
     kafka_keystore,
     kafka_secured_settings,
     make_certs,
@@ -121,12 +121,7 @@ def _settle(server: Server, ports: dict[str, int], args: argparse.Namespace,
 def _start_coterie(stack: contextlib.ExitStack, work: Path, certs: Path, core: int
                    ) -> tuple[Server, dict[str, int]]:
     ports = {name: free_port() for name in LISTENERS}
-    listeners = ",".join(f"{name}://{HOST}:{port}" for name, port in ports.items())
-    cmd = [sys.executable, "-m", "coterie", "serve", "--data-dir", str(work / "data"),
-           "--override", f"listeners={listeners}",
-           "--override", f"ssl.keystore.location={certs / 'server.pem'}",
-           "--override", "sasl.enabled.mechanisms=PLAIN",
-           "--override", f"sasl.jaas.config={PLAIN_JAAS}"]
+    cmd = coterie_secured_cmd(work, certs, ports)
     for key, value in BROKER_SETTINGS.items():
         cmd += ["--override", f"{key}={value}"]
     server = stack.enter_context(running("coterie", cmd, core, work / "coterie.log",

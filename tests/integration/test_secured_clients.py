@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import subprocess
 import sys
 import time
 import uuid
@@ -41,7 +40,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.fixtures.coterie_broker import CoterieBroker, free_port
 from tests.fixtures.reference_broker import load_reference_kafka, reference_tools_missing
-from tests.integration.test_java_console_consumer_848 import JVM_OPTIONS, LOG4J2_PROPERTIES
+from tests.integration.test_java_producer import _java
 from tests.integration.test_sasl_scram import FAILED, scram_broker  # noqa: F401 - fixture
 from tests.integration.test_tls import certs  # noqa: F401 - the session's certificates
 
@@ -263,16 +262,6 @@ def kafka_lib() -> Path:
                     "missing " + ", ".join(missing))
     rk = load_reference_kafka()
     return Path(rk.fetch(log=lambda msg: print(msg, file=sys.stderr, flush=True)))
-
-
-def _java(lib: Path, workdir: Path, main: str, args: list[str], stdin: bytes = b"",
-          timeout: float = 60) -> subprocess.CompletedProcess:
-    """One JVM running `main`; its own log (WARN and up) goes to stderr."""
-    log4j = workdir / "log4j2.properties"
-    log4j.write_text(LOG4J2_PROPERTIES)
-    cmd = ["java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{lib}/*",
-           main, *args]
-    return subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
 
 
 def _java_produce_and_consume(lib: Path, workdir: Path, bootstrap: str, config: Path,

@@ -297,6 +297,16 @@ def _require_java_and_mvn() -> None:
                     f"need java and mvn on PATH: missing {', '.join(missing)}")
 
 
+def _observed(broker: ReferenceBroker | CoterieBroker, sasl_port: int, base: Path) -> Observed:
+    """Start `broker`, run the scenario as admin over its SASL listener, stop it."""
+    broker.start()
+    try:
+        return scenario(Secured(f"127.0.0.1:{sasl_port}",
+                                _admin_properties(base / "admin.properties")))
+    finally:
+        broker.stop()
+
+
 @pytest.fixture(scope="module")
 def kafka_observed(tmp_path_factory: pytest.TempPathFactory) -> Observed:
     """Apache Kafka 4.2.1 secured as `SECURITY` says, its admin user written at format time;
@@ -309,12 +319,7 @@ def kafka_observed(tmp_path_factory: pytest.TempPathFactory) -> Observed:
                              config=secured_reference_config(port, sasl_port, controller_port,
                                                              SECURITY),
                              format_args=scram_admin_format_args())
-    broker.start()
-    try:
-        return scenario(Secured(f"127.0.0.1:{sasl_port}",
-                                _admin_properties(base / "admin.properties")))
-    finally:
-        broker.stop()
+    return _observed(broker, sasl_port, base)
 
 
 @pytest.fixture(scope="module")
@@ -332,12 +337,7 @@ def coterie_observed(tmp_path_factory: pytest.TempPathFactory) -> Observed:
         **SECURITY,
     })
     broker.args = scram_admin_format_args()  # coterie's flag is Kafka's storage tool's
-    broker.start()
-    try:
-        return scenario(Secured(f"127.0.0.1:{sasl_port}",
-                                _admin_properties(base / "admin.properties")))
-    finally:
-        broker.stop()
+    return _observed(broker, sasl_port, base)
 
 
 # --------------------------------------------------------------------------- the checks
