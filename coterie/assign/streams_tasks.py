@@ -31,13 +31,24 @@ The rules, as in Kafka 4.2's StickyTaskAssignor (facts read from it, code writte
 - A process never holds two copies of one task (active and standby, or two standbys). When
   fewer processes than 1 + `num_standby_replicas` exist, the missing standbys are not placed:
   Kafka logs a warning; here they are counted in `TaskGroupAssignment.unplaced_standbys`.
-- No warm-up tasks are ever assigned (Kafka's sticky assignor returns none; warm-ups are
-  reported by members and only count as previous standbys for stickiness).
+- No warm-up tasks are ever assigned: Kafka's sticky assignor returns none.
+
+Two later Kafka fixes are included, because 4.2's behaviour there loses state for no gain:
+reported warm-up tasks count as previous standbys for stickiness (KAFKA-21001; 4.2 ignores
+them, so a re-computed assignment could throw a finished restore away), and the search for
+the least loaded previous standby skips holders whose process already has a copy before it
+picks its first candidate (KAFKA-20899; before it, a first holder whose process was
+ineligible could make the search return nobody although another holder was eligible, and the
+standby went to the least loaded process instead).
+
+Not (yet) done, all later than 4.2 in Kafka: stickiness at cold start from the task offsets
+members report (KAFKA-20719), balancing stateful and stateless active tasks separately
+(KAFKA-21060), rack-aware standby placement by client tags. Rack and client tags are carried
+in the spec for the coordinator but unused, as in Kafka 4.2's sticky assignor.
 
 Determinism: Kafka breaks ties by hash-map and heap order; here every tie is broken by
-process id, then member id, so the same spec gives the same assignment in every process. Rack
-and client tags are carried in the spec for the coordinator but unused, as in Kafka 4.2's
-sticky assignor (rack-aware standby placement came later).
+process id, then member id (previous standby holders are tried in member id order), so the
+same spec gives the same assignment in every process.
 """
 
 from __future__ import annotations
@@ -255,7 +266,7 @@ class _State:
                               task: TaskId | None) -> str | None:
         """Among previous standby holders (skipping, when `task` is given, those whose process
         already holds a copy): the first, replaced by a later one only when both its process
-        load and its own task count are strictly lower, which is Kafka's rule."""
+        load and its own task count are strictly lower (Kafka's rule, after KAFKA-20899)."""
         if not members:
             return None
         best: str | None = None

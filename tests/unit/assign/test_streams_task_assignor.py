@@ -113,7 +113,7 @@ def test_previous_standby_takes_over_the_active_task() -> None:
 
 def test_reported_warmup_counts_as_a_previous_standby() -> None:
     """A warm-up task is state being restored for a coming move: like a standby, it makes its
-    member the preferred owner when the task is free."""
+    member the preferred owner when the task is free (Kafka's KAFKA-21001, later than 4.2)."""
     spec = spec_of([member("b", "p2"), member("c", "p3", warmup=s0(0))], {"s0": 2})
     assert actives(assign_tasks(spec)) == {"b": s0(1), "c": s0(0)}
 
@@ -129,6 +129,18 @@ def test_standbys_go_to_other_processes_and_only_for_stateful_subtopologies() ->
         assert all(t[0] == "s0" and owner[t] != m for t in ts), (m, ts)
     assert Counter(t for ts in standbys(result).values() for t in ts) == {t: 2 for t in s0(0, 1, 2)}
     assert result.unplaced_standbys == {}
+
+
+def test_standby_goes_back_to_an_eligible_previous_standby() -> None:
+    """Kafka's second standby rule, as fixed by KAFKA-20899: previous standby holders whose
+    process already has a copy are skipped, so b (whose process is free) keeps the standby
+    even though a2, tried first, shares a process with the active a1; the least loaded
+    process p0 (first by id) would have got it otherwise."""
+    spec = spec_of([member("a1", "p1", active=s0(0)), member("a2", "p1", standby=s0(0)),
+                    member("b", "p2", standby=s0(0)), member("c", "p0")], {"s0": 1}, replicas=1)
+    result = assign_tasks(spec)
+    assert actives(result)["a1"] == s0(0)
+    assert standbys(result) == {"a1": set(), "a2": set(), "b": s0(0), "c": set()}
 
 
 def test_more_standbys_than_processes_places_what_fits() -> None:
