@@ -30,6 +30,7 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import scramp.core
 from scramp import ScramException, ScramMechanism
 
 __all__ = ["MAX_ITERATIONS", "MECHANISMS", "MIN_ITERATIONS", "MIN_SALT_BYTES",
@@ -43,9 +44,13 @@ _HASHES = {1: hashlib.sha256, 2: hashlib.sha512}
 # Kafka's bounds of a credential's iterations (both mechanisms' minimum is 4096; Kafka's
 # controller refuses more than 16384).
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
-# scramp refuses shorter salts (NIST SP 800-132 asks for 128 bits); Kafka's own tools make
-# longer ones, so only a salt chosen by hand can be too short, and it is refused when set.
-MIN_SALT_BYTES = 12
+# Kafka's brokers take the salt an admin client sends whatever its length (librdkafka's
+# admin test sets the 4-byte "salt" and logs in with it), and a credential accepted must be
+# one that can log in. scramp (pinned) refuses salts under 12 bytes wherever it meets one
+# (NIST SP 800-132's advice for the salts it makes): its floor is lowered to one byte, so an
+# empty salt, which no client sends, is still refused, and nothing else is.
+MIN_SALT_BYTES = 1
+scramp.core.Salt.MIN_LENGTH = MIN_SALT_BYTES
 
 
 class ScramFailed(Exception):

@@ -114,10 +114,9 @@ def plan(deletions: Iterable[tuple[str, int]], upsertions: Iterable[Upsertion]) 
         elif refused is None and u.iterations > MAX_ITERATIONS:
             refused = ErrorCode.unacceptable_credential, "Too many iterations"
         elif refused is None and len(u.salt) < MIN_SALT_BYTES:
-            # coterie's own refusal (Kafka takes any salt): scramp, which serves the
-            # exchange, needs at least 12 bytes, so a shorter one could never log in.
-            refused = (ErrorCode.unacceptable_credential,
-                       f"The salt must be at least {MIN_SALT_BYTES} bytes long")
+            # coterie's own refusal (Kafka takes any salt, and no client sends an empty
+            # one): the exchange serves every salt of at least MIN_SALT_BYTES (scram.py).
+            refused = (ErrorCode.unacceptable_credential, "The salt must not be empty")
         if refused is not None:
             out.errors[u.name] = refused
             continue

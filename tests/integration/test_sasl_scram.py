@@ -209,6 +209,22 @@ def test_a_wrong_password_is_refused_with_kafkas_words(scram_broker: CoterieBrok
     assert any(FAILED + "SCRAM-SHA-512" in e.str() for e in errors), errors
 
 
+def test_a_short_salt_is_taken_and_its_user_logs_in(scram_broker: CoterieBroker,
+                                                    certs: Path) -> None:  # noqa: F811
+    """Kafka takes any salt an admin client sends: librdkafka's admin test (0081) sets the
+    4-byte "salt", with NUL bytes too, and the user must then be able to log in."""
+    admin = AdminClient({"bootstrap.servers": scram_broker.bootstrap})
+    for user, salt in (("gil", b"salt"), ("hal", b"s\0l\0")):
+        done = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            user, ScramCredentialInfo(SHA256, 4096), f"{user}-secret".encode(), salt)])
+        done[user].result(10)
+        conf = _client(scram_broker.sasl_port, certs, "SASL_PLAINTEXT", "SCRAM-SHA-256",
+                       password=f"{user}-secret")
+        p = Producer({**conf, "sasl.username": user})
+        p.produce("short-salt", value=user.encode())
+        assert p.flush(30) == 0
+
+
 @pytest.mark.parametrize("tamper", ["nonce", "proof"])
 def test_a_tampered_exchange_is_refused_and_others_are_served(scram_broker: CoterieBroker,
                                                               tamper: str) -> None:
