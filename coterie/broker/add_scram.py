@@ -105,4 +105,5 @@ def _base64(value: str, what: str) -> bytes:
 
 def _check_salt(salt: bytes) -> None:
     if len(salt) < MIN_SALT_BYTES:
-        raise AddScramError(f"--add-scram: the salt must be at least {MIN_SALT_BYTES} bytes")
+        raise AddScramError("--add-scram: the salt is empty" if not salt else
+                            f"--add-scram: the salt must be at least {MIN_SALT_BYTES} bytes")
