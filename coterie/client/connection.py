@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import ssl
 import struct
 from collections.abc import Callable, Mapping
@@ -162,6 +163,11 @@ class Connection:
         # A TLS alert read from the broker (e.g. it refused our certificate after a TLS 1.3
         # handshake that had looked fine): turns the close into an SslAuthenticationError.
         self._tls_alert: ssl.SSLError | None = None
+        # Re-authentication (KIP-368): the settings logged in with, when (loop time) the
+        # session the broker gave should be renewed, and the renewal under way, if any.
+        self._security: SecuritySettings | None = None
+        self._reauth_at: float | None = None
+        self._reauthenticating: asyncio.Future[None] | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
     @classmethod
@@ -201,6 +207,7 @@ class Connection:
         try:
             await conn._negotiate(connect_timeout_ms)
             if security.sasl is not None and security.uses_sasl:
+                conn._security = security
                 await conn._authenticate(security, connect_timeout_ms)
         except BrokerConnectionError as e:
             conn.close()
@@ -269,14 +276,14 @@ class Connection:
 
     # -- SASL ---------------------------------------------------------------------------------
     async def _authenticate(self, security: SecuritySettings, timeout_ms: float) -> None:
-        """SaslHandshake, then SaslAuthenticate until the mechanism's exchange is done."""
+        """SaslHandshake, then SaslAuthenticate until the mechanism's exchange is done; the
+        session's lifetime, when the broker gives one, sets when to re-authenticate."""
         credentials = security.sasl
         assert credentials is not None
         mechanism = credentials.mechanism
         try:
-            shaken = await self.call(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism},
-                                     versions=SASL_API_RANGES[ApiKey.SASL_HANDSHAKE],
-                                     timeout_ms=timeout_ms)
+            shaken = await self._sasl_call(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism},
+                                           timeout_ms)
         except UnsupportedVersionError as e:
             raise SaslAuthenticationError(f"{self.address} does not serve SaslHandshake v1 "
                                           f"(is it a SASL listener?): {e}") from e
@@ -292,17 +299,55 @@ class Connection:
         exchange = sasl_exchange(credentials)
         token: bytes | None = exchange.first()
         while token is not None:
-            answer = await self.call(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token},
-                                     versions=SASL_API_RANGES[ApiKey.SASL_AUTHENTICATE],
-                                     timeout_ms=timeout_ms)
+            answer = await self._sasl_call(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token},
+                                           timeout_ms)
             if answer.error_code != ErrorCode.none:
                 raise SaslAuthenticationError(
                     f"SASL {mechanism} authentication of {credentials.username!r} to "
                     f"{self.address} failed: "
                     f"{answer.error_message or answer.error_code.name.upper()}")
             token = exchange.answer(bytes(answer.auth_bytes))
-        log.debug("%s: authenticated as %r with SASL %s", self.address, credentials.username,
-                  mechanism)
+        lifetime = getattr(answer, "session_lifetime", None)
+        lifetime_s = lifetime.total_seconds() if lifetime is not None else 0.0
+        # As Kafka's clients: renew at 85-95% of the session (spread, so that the clients of
+        # one broker do not all come back at once).
+        self._reauth_at = (asyncio.get_running_loop().time()
+                           + lifetime_s * random.uniform(0.85, 0.95)) if lifetime_s > 0 else None
+        log.debug("%s: authenticated as %r with SASL %s%s", self.address, credentials.username,
+                  mechanism, f" for {lifetime_s:.1f} s" if lifetime_s > 0 else "")
+
+    async def _sasl_call(self, api_key: int, fields: Mapping[str, Any],
+                         timeout_ms: float) -> Any:
+        """A SASL request, sent at once (never held for a re-authentication: it is one)."""
+        version = self.version(api_key, SASL_API_RANGES[api_key])
+        request = build(request_schema(api_key, version), fields)
+        cls = response_schema(request.__api_key__, request.__version__)
+        return await self._roundtrip(request, _decoder(cls), timeout_ms)
+
+    async def _renew_session(self) -> None:
+        """KIP-368 re-authentication on this connection: the answers to what was already
+        sent come first (the broker answers in order), nothing else is sent meanwhile, then
+        SaslHandshake and SaslAuthenticate as at the start. A refusal closes the connection
+        and raises SaslAuthenticationError to every request that waited."""
+        if self._reauthenticating is None:
+            self._reauth_at = None
+            self._reauthenticating = asyncio.ensure_future(self._reauthenticate())
+        await asyncio.shield(self._reauthenticating)
+
+    async def _reauthenticate(self) -> None:
+        try:
+            pending = [fut for fut, _, _ in self._pending.values()]
+            if pending:
+                await asyncio.wait(pending)
+            assert self._security is not None
+            log.debug("%s: re-authenticating (KIP-368)", self.address)
+            await self._authenticate(self._security, self.request_timeout_ms)
+        except SaslAuthenticationError as e:
+            self._shut(ConnectionClosedError(f"connection to {self.address}: "
+                                             f"re-authentication failed: {e}"))
+            raise
+        finally:
+            self._reauthenticating = None
 
     def version(self, api_key: int, wanted: VersionRange | None = None) -> int:
         """The version a request of `api_key` is sent in on this connection."""
@@ -328,7 +373,12 @@ class Connection:
 
     async def send(self, request: Any, *, timeout_ms: float | None = None) -> Any:
         """Send a kio request entity as it is and return the decoded response entity.
-        Schemas come from `coterie.wire.codec`, which knows coterie's extension APIs too."""
+        Schemas come from `coterie.wire.codec`, which knows coterie's extension APIs too.
+        When the SASL session is due for renewal, it is renewed first (KIP-368)."""
+        if self._reauthenticating is not None or (
+                self._reauth_at is not None
+                and asyncio.get_running_loop().time() >= self._reauth_at):
+            await self._renew_session()
         cls = response_schema(request.__api_key__, request.__version__)
         return await self._roundtrip(request, _decoder(cls), timeout_ms)
 

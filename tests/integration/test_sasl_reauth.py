@@ -16,6 +16,7 @@ confluent-kafka producing across re-authentications with nothing lost.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import time
@@ -265,3 +266,40 @@ def test_confluent_kafka_produces_across_reauthentications(broker: CoterieBroker
                 got.append(m.value())
     c.close()
     assert got == [f"v{i}".encode() for i in range(sent)]
+
+
+def test_coteries_own_client_reauthenticates_on_the_same_connection(
+        broker: CoterieBroker) -> None:
+    """coterie.client's Connection renews its SASL session (KIP-368) before the broker's
+    1500 ms run out, with requests going on concurrently: over 4 s (more than two
+    lifetimes) nothing fails and the connection is never closed; without the renewal the
+    broker closes it at the first request after 1500 ms."""
+    from coterie.client.connection import Connection
+    from coterie.client.security import SecuritySettings
+    from coterie.client.versions import ApiKey
+
+    security = SecuritySettings.from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice", "sasl.password": "alice-secret"})
+
+    async def scenario() -> int:
+        conn = await Connection.open("127.0.0.1", broker.sasl_port,  # type: ignore[attr-defined]
+                                     security=security)
+        answered = 0
+
+        async def metadata_loop() -> None:
+            nonlocal answered
+            deadline = asyncio.get_running_loop().time() + 4.0
+            while asyncio.get_running_loop().time() < deadline:
+                await conn.call(ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False})
+                answered += 1
+                await asyncio.sleep(0.05)
+
+        try:
+            await asyncio.gather(metadata_loop(), metadata_loop())
+            assert not conn.closed
+        finally:
+            await conn.aclose()
+        return answered
+
+    assert asyncio.run(scenario()) > 40
