@@ -28,26 +28,16 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _brokers import create_topic, prepare_reference, run_broker
+from _brokers import create_topic, prepare_reference, produce_timed, run_broker
 
 BATCH = 100
 TIMEOUT = 300.0
 
 
 def fill(bootstrap: str, topic: str, records: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    value = os.urandom(50).hex().encode()  # 100 bytes
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 1000 == 0:
-            producer.poll(0)
-    if producer.flush(TIMEOUT):
-        raise RuntimeError("could not fill the input topic")
+    """`records` records of 100 bytes in the loop's input topic."""
+    produce_timed({"bootstrap.servers": bootstrap, "linger.ms": 5}, topic, records,
+                  os.urandom(50).hex().encode())
 
 
 def loop(bootstrap: str, source: str, sink: str, records: int) -> float:

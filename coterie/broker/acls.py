@@ -151,11 +151,8 @@ class BrokerAuthorizer:
         """Of `topics`, those `principal` (from `host`) may DESCRIBE: what a consumer
         group's regex resolution keeps (coterie.group.consumer.config.TopicAccess). Every
         topic when no authorizer is configured."""
-        if self.settings is None:
-            return frozenset(topics)
-        return frozenset(t for t in topics if authorize(
-            self.acls, self.settings, principal, host, AclOperation.DESCRIBE,
-            ResourceType.TOPIC, t))
+        return frozenset(t for t in topics if self.authorize_principal(
+            principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC, t))
 
     def authorize_any(self, ctx: Any, operation: AclOperation,
                       resource_type: ResourceType) -> bool:

@@ -152,7 +152,7 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         server_assignor=request.server_assignor,
         owned=_owned(request.topic_partitions), version=ctx.api_version,
         client_id=ctx.client_id or "", client_host=ctx.client_host,
-        requester=None if enforcing(ctx) is None else Requester(ctx.principal, host_of(ctx)),
+        requester=None if authorizer is None else Requester(ctx.principal, host_of(ctx)),
     )
     return _heartbeat_answer(ctx, runtime.handle(req))
 

@@ -69,6 +69,7 @@ recomputed at the next heartbeat.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -523,10 +524,8 @@ class ConsumerGroups:
             return Result()  # the group went (or was rebuilt) meanwhile
         wanted, group.regex_refresh = group.regex_refresh, None
         access, requester = self.topic_access, group.regex_requester
-        allowed = None
-        if access is not None and requester is not None:
-            def allowed(topics: Iterable[str]) -> frozenset[str]:
-                return access.describable(requester.principal, requester.host, topics)
+        allowed = None if access is None or requester is None else functools.partial(
+            access.describable, requester.principal, requester.host)
         return self._applied(Result(records=resolution_records(group, wanted, self.image,
                                                                  now_ms, allowed)))
 
