@@ -436,6 +436,12 @@ class ClusterNode:
             self.version += 1
         return changed
 
+    async def refresh_topics(self) -> None:
+        """Read the database's topics now (coterie.broker.handlers.known_topics: an admin
+        request naming a topic another broker just created)."""
+        with contextlib.suppress(psycopg.Error, OSError):
+            await self._sync_topics()
+
     async def _sync_topics(self) -> None:
         assert self.db is not None
         if self._adopt_topics(await topic_rows.topics(self.db)):

@@ -10,6 +10,7 @@ is compaction (the leader's cleaner pass is done to the rows before its copy).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 import uuid
@@ -25,6 +26,8 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 
+from coterie.storage import topics as topic_rows
+from coterie.storage.database import Database
 from tests.cluster.test_cluster_clients import (
     admin,
     coordinator_of,
@@ -43,6 +46,7 @@ from tests.integration.test_describe_configs import (
     _raw_alter,
     _retried_heartbeat,
 )
+from tests.integration.test_internal_topics import delete_by_name, grow
 from tests.kafka_raw import RawConnection
 
 pytestmark = pytest.mark.timeout(240)
@@ -74,6 +78,51 @@ def watermarks(cluster: CoterieCluster, topic: str) -> tuple[int, int]:
 
 def _set(name: str, value: str) -> ConfigEntry:
     return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+
+
+def _created_quietly(cluster: CoterieCluster, name: str) -> None:
+    """A topic created in the database the way another broker would, without the NOTIFY
+    that would tell the brokers at once: they learn of it at their next round only."""
+    async def create() -> None:
+        db = await Database.connect(cluster.uri)
+        try:
+            await topic_rows.create_topic(db, name, 1)
+        finally:
+            await db.close()
+    asyncio.run(create())
+
+
+def test_admin_requests_about_a_topic_another_broker_just_created_are_answered(
+        coterie_cluster):
+    """Kafka's controller knows a topic from the moment its creation is acknowledged, so the
+    next AlterConfigs, DescribeConfigs, CreatePartitions or DeleteTopics, whichever broker it
+    reaches, finds it. A coterie broker that has not yet heard of the topic reads the
+    database's topics before answering UNKNOWN_TOPIC_OR_PARTITION (it did not: a CI run
+    failed on it). Each request is sent right after the topic's row is written, well inside
+    a round (a third of the lease time)."""
+    cluster = coterie_cluster
+    one, two, three = (cluster.broker(n) for n in (1, 2, 3))
+    with RawConnection(one.host, one.port) as c1, RawConnection(two.host, two.port) as c2, \
+            RawConnection(three.host, three.port) as c3:
+        _created_quietly(cluster, "quiet-alter")
+        altered = _raw_alter(c1, 2, "quiet-alter", ("retention.ms", "7200000", 0))
+        assert altered.error_code == ErrorCode.none, altered.error_message
+
+        _created_quietly(cluster, "quiet-describe")
+        described_now = _describe(c2, 2, "quiet-describe")
+        assert described_now.error_code == ErrorCode.none, described_now.error_message
+
+        _created_quietly(cluster, "quiet-grow")
+        grown = grow(c3, "quiet-grow", 3)
+        assert grown.error_code == ErrorCode.none, grown.error_message
+
+        _created_quietly(cluster, "quiet-delete")
+        deleted = delete_by_name(c1, "quiet-delete")
+        assert deleted.error_code == ErrorCode.none, deleted.error_message
+
+        unknown = _raw_alter(c2, 2, "never-created", ("retention.ms", "1", 0))
+        assert unknown.error_code == ErrorCode.unknown_topic_or_partition
+    assert described(cluster, 3, "quiet-alter") == {"retention.ms": "7200000"}
 
 
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")

@@ -48,6 +48,7 @@ from coterie.broker.context import RequestContext
 from coterie.broker.dynamic_configs import BROKER as BROKER_SCOPE
 from coterie.broker.dynamic_configs import CLUSTER as CLUSTER_SCOPE
 from coterie.broker.dynamic_configs import NotDynamic
+from coterie.broker.handlers.known_topics import after_topics_known
 from coterie.common.limits import shown
 from coterie.log.config import (
     DEFAULT_CONFIG,
@@ -92,6 +93,14 @@ def _acl_refusal(ctx: RequestContext, authorizer: BrokerAuthorizer | None,
 
 
 def describe_configs(ctx: RequestContext, request: Any) -> Any:
+    return after_topics_known(ctx, _topic_names(request), lambda: _describe_all(ctx, request))
+
+
+def _topic_names(request: Any) -> list[str]:
+    return [r.resource_name for r in request.resources if r.resource_type == TOPIC]
+
+
+def _describe_all(ctx: RequestContext, request: Any) -> Any:
     synonyms = bool(getattr(request, "include_synonyms", False))
     docs = bool(getattr(request, "include_documentation", False))
     authorizer = enforcing(ctx)
@@ -183,11 +192,13 @@ class _Refused(Exception):
 
 
 def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
-    return _alter(ctx, request, incremental=True)
+    return after_topics_known(ctx, _topic_names(request),
+                              lambda: _alter(ctx, request, incremental=True))
 
 
 def alter_configs(ctx: RequestContext, request: Any) -> Any:
-    return _alter(ctx, request, incremental=False)
+    return after_topics_known(ctx, _topic_names(request),
+                              lambda: _alter(ctx, request, incremental=False))
 
 
 def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:

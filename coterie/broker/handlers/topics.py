@@ -44,6 +44,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.acls import BrokerAuthorizer, denied, enforcing
 from coterie.broker.context import RequestContext
+from coterie.broker.handlers.known_topics import after_topics_known
 from coterie.common.limits import shown
 from coterie.log.config import validate_topic_configs
 from coterie.log.errors import (
@@ -229,12 +230,17 @@ def _delete_refusal(ctx: RequestContext, authorizer: BrokerAuthorizer | None, na
 
 
 def delete_topics(ctx: RequestContext, request: Any) -> Any:
-    services = ctx.services
-    logs = services.logs
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
+    return after_topics_known(ctx, (n for n, _ in wanted), lambda: _delete(ctx, wanted),
+                              ids=(i for n, i in wanted if n is None))
+
+
+def _delete(ctx: RequestContext, wanted: list[tuple[str | None, Any]]) -> Any:
+    services = ctx.services
+    logs = services.logs
     results = []
     doomed: list[dict[str, Any]] = []  # a cluster broker's deletions, done with an await
     authorizer = enforcing(ctx)
@@ -282,6 +288,11 @@ async def _delete_in_cluster(ctx: RequestContext, doomed: list[dict[str, Any]],
 
 
 def create_partitions(ctx: RequestContext, request: Any) -> Any:
+    return after_topics_known(ctx, (t.name for t in request.topics),
+                              lambda: _grow(ctx, request))
+
+
+def _grow(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     logs = services.logs
     # A name given twice is answered once, with INVALID_REQUEST, and grows nothing (Kafka's
