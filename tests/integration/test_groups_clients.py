@@ -10,12 +10,13 @@ test sends invalid input over TCP and checks the exact error codes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import confluent_kafka
@@ -105,6 +106,18 @@ def _group_story(broker: Any, group: str) -> str:
     finally:
         reader.close()
     return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _story_on_failure(broker: Any, group: str) -> Iterator[None]:
+    """Attach the group's events (who joined, left or was removed, and why) to a failure:
+    a client that stalls in a rebalance shows there, where the broker's log is silent."""
+    try:
+        yield
+    except BaseException as e:
+        with contextlib.suppress(Exception):
+            e.add_note("--- group events ---\n" + _group_story(broker, group))
+        raise
 
 
 def _name(prefix: str) -> str:
@@ -335,7 +348,7 @@ def test_static_member_restart_keeps_partitions_without_rebalance(
                               instance_id="instance-1")
     again = ThreadedConsumer("confluent", broker.bootstrap, group, [topic], "static",
                              instance_id="instance-1")
-    with broker_log_on_failure(broker.log_text):
+    with broker_log_on_failure(broker.log_text), _story_on_failure(broker, group):
         try:
             _start([kp, aio, static])
             wait_until_settled([kp, aio, static], parts)
