@@ -47,6 +47,18 @@ def intersect(a: Tasks, b: Tasks) -> Tasks:
     return tasks({s: p & b[s] for s, p in a.items() if s in b})
 
 
+def overlaps(a: Tasks, b: Tasks) -> bool:
+    """Whether some task is in both (Kafka's containsAny, one role)."""
+    if len(b) < len(a):
+        a, b = b, a
+    return any(s in b and not p.isdisjoint(b[s]) for s, p in a.items())
+
+
+def is_subset(a: Tasks, b: Tasks) -> bool:
+    """Whether every task of `a` is in `b`."""
+    return all(s in b and p <= b[s] for s, p in a.items())
+
+
 def each(t: Tasks) -> Iterator[tuple[str, int]]:
     """Every (subtopology id, partition), in order."""
     for s in sorted(t):
@@ -83,6 +95,23 @@ class TaskSet:
     def minus(self, other: TaskSet) -> TaskSet:
         return TaskSet(minus(self.active, other.active), minus(self.standby, other.standby),
                        minus(self.warmup, other.warmup))
+
+    def intersect(self, other: TaskSet) -> TaskSet:
+        """The tasks in both, role by role (what a member keeps of its target)."""
+        return TaskSet(intersect(self.active, other.active),
+                       intersect(self.standby, other.standby),
+                       intersect(self.warmup, other.warmup))
+
+    def overlaps(self, other: TaskSet) -> bool:
+        """Whether some task is in both in the same role (Kafka's TasksTuple.containsAny):
+        a task one holds as active and the other as standby does not count."""
+        return (overlaps(self.active, other.active) or overlaps(self.standby, other.standby)
+                or overlaps(self.warmup, other.warmup))
+
+    def issubset(self, other: TaskSet) -> bool:
+        """Whether every task of each role is in `other` in that same role."""
+        return (is_subset(self.active, other.active) and is_subset(self.standby, other.standby)
+                and is_subset(self.warmup, other.warmup))
 
 
 NO_TASKS = TaskSet()
