@@ -17,7 +17,7 @@ direct:
 (Type 18, `StreamsGroupPartitionMetadata`, was replaced by the metadata hash in the type 17
 value before Kafka 4.2 and is neither written nor read.) A value of None is a tombstone.
 
-Tasks are kept per subtopology (`coterie.group.streams.tasks`); a member's three task roles
+Tasks are kept per subtopology (`coterie.group.records.tasks`); a member's three task roles
 (active, standby, warm-up) travel together as a `TaskSet`, which is how the group uses them,
 so the six task lists of Kafka's current-assignment record are two `TaskSet`s here.
 Key/value lists (assignment and topic configs, client tags) are tuples of pairs in the order
@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from coterie.group.streams.tasks import NO_TASKS, TaskSet
+from coterie.group.records.tasks import NO_TASKS, TaskSet
 
 # Record types (the int16 version prefix of the key), as Kafka 4.2 numbers them.
 STREAMS_GROUP_METADATA = 17

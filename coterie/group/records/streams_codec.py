@@ -69,7 +69,7 @@ from coterie.group.records.streams import (
     Subtopology,
     TopicInfo,
 )
-from coterie.group.streams.tasks import Tasks, TaskSet, tasks
+from coterie.group.records.tasks import Tasks, TaskSet, tasks
 
 __all__ = ["FAMILY", "STREAMS_RECORD_TYPES", "VALUE_VERSION", "decode", "encode"]
 

@@ -48,9 +48,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from coterie.group.records.tasks import NO_TASKS, Tasks, TaskSet, tasks
 from coterie.group.streams.member_state import MemberState
 from coterie.group.streams.task_owners import TaskHolders
-from coterie.group.streams.tasks import NO_TASKS, Tasks, TaskSet, tasks
 
 TaskEpochs = Mapping[str, Mapping[int, int]]
 """subtopology id -> partition -> the member epoch an active task was assigned at."""

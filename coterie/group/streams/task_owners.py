@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Protocol
 
-from coterie.group.streams.tasks import NO_TASKS, Tasks, TaskSet, each
+from coterie.group.records.tasks import NO_TASKS, Tasks, TaskSet, each
 
 Task = tuple[str, int]
 """(subtopology id, partition)."""

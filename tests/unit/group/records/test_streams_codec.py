@@ -42,7 +42,7 @@ from coterie.group.records.streams import (
     Subtopology,
     TopicInfo,
 )
-from coterie.group.streams.tasks import TaskSet
+from coterie.group.records.tasks import TaskSet
 
 
 def i16(n: int) -> bytes:

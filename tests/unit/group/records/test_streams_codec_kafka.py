@@ -26,7 +26,7 @@ from coterie.group.records.streams import (
     Subtopology,
     TopicInfo,
 )
-from coterie.group.streams.tasks import TaskSet
+from coterie.group.records.tasks import TaskSet
 
 # The harness (javac'd against the reference jars) is the consumer records' one.
 from tests.unit.group.test_consumer_record_codec_kafka import kafka_serde  # noqa: F401

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from coterie.group.records.tasks import NO_TASKS, TaskSet, each
 from coterie.group.streams.member_state import MemberState
 from coterie.group.streams.reconciliation import (
     CurrentAssignment,
@@ -25,7 +26,6 @@ from coterie.group.streams.reconciliation import (
     reconcile,
 )
 from coterie.group.streams.task_owners import TaskOwners
-from coterie.group.streams.tasks import NO_TASKS, TaskSet, each
 
 STABLE = MemberState.STABLE
 UNREVOKED = MemberState.UNREVOKED_TASKS
