@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.consumer.config import ConsumerGroupConfig, TopicAccess
+from coterie.group.streams.config import StreamsGroupConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,3 +20,4 @@ class ShardConfig:
     # The broker's authorizer, when one is configured: which topics a principal may
     # describe (a regex subscription resolves only to those). None: every topic.
     topic_access: TopicAccess | None = None
+    streams: StreamsGroupConfig = StreamsGroupConfig()
