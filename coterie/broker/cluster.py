@@ -682,13 +682,15 @@ class ClusterNode:
                  index, deleted, rewritten)
         return self._led.get((name, index)) is led
 
-    def create_soon(self, name: str, partitions: int) -> None:
-        """Auto-creation (Metadata): create the topic in the background; the client's next
-        Metadata finds it (or another broker's creation of it)."""
+    def create_soon(self, name: str, partitions: int,
+                    configs: dict[str, str] | None = None) -> None:
+        """Auto-creation (Metadata, a streams group's internal topics): create the topic in
+        the background; the client's next Metadata finds it (or another broker's creation
+        of it)."""
 
         async def create() -> None:
             try:
-                await self.create_topic(name, partitions, {})
+                await self.create_topic(name, partitions, dict(configs or {}))
             except TopicExistsError:
                 pass
             except Exception as e:

@@ -1,0 +1,219 @@
+"""Kafka Streams 4.2.1 with `group.protocol=streams` (KIP-1071) against coterie: the
+coordinator assigns the tasks.
+
+The same WordCount as tests/integration/test_kafka_streams.py (a stateless subtopology
+that splits lines, a repartition topic, a stateful subtopology counting words with a
+compacted changelog), now a streams group: the application declares its topology in its
+first StreamsGroupHeartbeat, the broker creates the repartition and changelog topics the
+coordinator asks for, and the coordinator's sticky task assignor gives each member its
+active (and standby) tasks. With 4 input partitions the group has 8 tasks: subtopology 0
+(4 stateless) and subtopology 1 (4 stateful).
+
+What is checked: exact counts with two and then three instances, the tasks spread over all
+of them (StreamsGroupDescribe, read raw), a killed instance's tasks moving to the others
+once its session times out and nothing lost (at_least_once), and with
+`group.streams.num.standby.replicas=1` a standby of every stateful task on the other
+instance, never a standby of a stateless one. The broker's streams session timeout is
+6 s (its minimum lowered to allow it), so that a kill is noticed quickly: the same on
+Kafka, whose reference runs of these scenarios are marked `reference`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.streams_group_describe.v0.request import StreamsGroupDescribeRequest
+
+from tests.fixtures.reference_broker import (
+    ReferenceBroker,
+    kafka_tool,
+    reference_tools_missing,
+)
+from tests.integration.clients import broker_log_on_failure
+from tests.integration.test_kafka_streams import (
+    Instance,
+    _await_counts,
+    _await_running,
+    _produce_lines,
+    _setup,
+    wordcount_classpath,  # noqa: F401  (the module's fixture)
+)
+from tests.kafka_raw import RawConnection
+
+pytestmark = pytest.mark.timeout(300)
+
+STREAMS_PROTOCOL = ("group.protocol=streams",)
+BROKER_SETTINGS = {
+    "group.streams.session.timeout.ms": "6000",
+    "group.streams.min.session.timeout.ms": "6000",
+    "group.streams.heartbeat.interval.ms": "1000",
+    "group.streams.min.heartbeat.interval.ms": "1000",
+    "group.streams.initial.rebalance.delay.ms": "0",
+}
+STREAMS_GROUPS_TOOL = "org.apache.kafka.tools.streams.StreamsGroupCommand"
+TASKS = {(s, p) for s in ("0", "1") for p in range(4)}
+
+
+def _broker(request: pytest.FixtureRequest, coterie_factory: Any, tmp_path: Path,
+            extra: dict[str, str]) -> Iterator[Any]:
+    settings = {**BROKER_SETTINGS, **extra}
+    if request.param == "coterie":
+        yield coterie_factory(config=settings)
+        return
+    missing = reference_tools_missing()
+    if missing:
+        pytest.skip(f"reference broker needs java and mvn on PATH: missing {', '.join(missing)}")
+    broker = ReferenceBroker(tmp_path / "kafka-data", config=settings)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(params=["coterie", pytest.param("reference_kafka", marks=pytest.mark.reference)])
+def streams_broker(request: pytest.FixtureRequest, coterie_factory: Any,
+                   tmp_path: Path) -> Iterator[Any]:
+    yield from _broker(request, coterie_factory, tmp_path, {})
+
+
+@pytest.fixture(params=["coterie", pytest.param("reference_kafka", marks=pytest.mark.reference)])
+def standby_broker(request: pytest.FixtureRequest, coterie_factory: Any,
+                   tmp_path: Path) -> Iterator[Any]:
+    yield from _broker(request, coterie_factory, tmp_path,
+                       {"group.streams.num.standby.replicas": "1"})
+
+
+def describe(broker: Any, group: str) -> Any:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with RawConnection(host, int(port)) as conn:
+        (d,) = conn.request(StreamsGroupDescribeRequest(
+            group_ids=(group,), include_authorized_operations=False)).groups
+    return d
+
+
+def _tasks(entries: Any) -> set[tuple[str, int]]:
+    return {(t.subtopology_id, int(p)) for t in entries for p in t.partitions}
+
+
+def active_by_member(d: Any) -> dict[str, set[tuple[str, int]]]:
+    return {m.member_id: _tasks(m.assignment.active_tasks) for m in d.members}
+
+
+def settled(broker: Any, group: str, members: int, timeout: float = 60.0) -> Any:
+    """The group described once it is Stable with `members` members, every member at the
+    group's epoch, and every task active on exactly one member."""
+    deadline = time.monotonic() + timeout
+    d = None
+    while time.monotonic() < deadline:
+        d = describe(broker, group)
+        if (d.error_code == ErrorCode.none and d.group_state == "Stable"
+                and len(d.members) == members
+                and all(m.member_epoch == d.group_epoch for m in d.members)):
+            owned = [t for tasks in active_by_member(d).values() for t in tasks]
+            if sorted(owned) == sorted(TASKS):
+                return d
+        time.sleep(0.3)
+    raise AssertionError(f"streams group {group} did not settle with {members} members: {d}")
+
+
+def _nothing_lost(output: Any, expected: Counter, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        output.poll(0.5)
+        latest = output.latest()
+        if all(latest.get(w, 0) >= n for w, n in expected.items()):
+            break
+    latest = output.latest()
+    short = {w: (latest.get(w), n) for w, n in expected.items() if latest.get(w, 0) < n}
+    assert not short, f"counts below the input: {short}"
+    lost = {w: n for w, n in expected.items()
+            if not set(range(1, n + 1)) <= set(output.updates[w])}
+    assert not lost, f"count updates missing: {lost}"
+
+
+def test_wordcount_on_the_streams_protocol_scales_out_and_survives_a_kill(
+        streams_broker: Any, wordcount_classpath: str, tmp_path: Path) -> None:  # noqa: F811
+    broker = streams_broker
+    source, a, b, output = _setup(broker, wordcount_classpath, "at_least_once", tmp_path,
+                                  STREAMS_PROTOCOL)
+    app = source.replace("wc-in", "wordcount")
+    c = Instance(wordcount_classpath, broker.bootstrap, app, "at_least_once",
+                 (source, source.replace("wc-in", "wc-out")), tmp_path / "state-c",
+                 STREAMS_PROTOCOL)
+    expected: Counter = Counter()
+    with broker_log_on_failure(getattr(broker, "log_text", lambda: "")):
+        try:
+            a.start()
+            b.start()
+            _await_running([a, b])
+            _produce_lines(broker.bootstrap, source, 200, 11, expected)
+            _await_counts(output, expected, [a, b])
+            two = settled(broker, app, 2)
+            assert all(active_by_member(two).values()), "a member runs no task"
+            # The coordinator made the internal topics the topology asked for.
+            assert two.topology is not None and two.topology.subtopologies
+            # Kafka 4.2's kafka-streams-groups tool lists and describes the group.
+            listed = kafka_tool(STREAMS_GROUPS_TOOL, broker.bootstrap, "--list")
+            assert app in listed.split()
+            members = kafka_tool(STREAMS_GROUPS_TOOL, broker.bootstrap, "--describe",
+                                 "--members", "--group", app)
+            for m in two.members:
+                assert m.member_id in members, members
+
+            c.start()
+            _await_running([a, b, c])
+            three = settled(broker, app, 3)
+            assert sorted(len(t) for t in active_by_member(three).values()) == [2, 3, 3]
+            _produce_lines(broker.bootstrap, source, 200, 12, expected)
+            _await_counts(output, expected, [a, b, c])
+
+            c.kill9()
+            after = settled(broker, app, 2)
+            assert len(active_by_member(after)) == 2
+            _produce_lines(broker.bootstrap, source, 200, 13, expected)
+            _nothing_lost(output, expected)
+        finally:
+            for inst in (a, b, c):
+                inst.stop()
+            output.close()
+
+
+def test_standby_tasks_are_placed_on_the_other_instance(
+        standby_broker: Any, wordcount_classpath: str, tmp_path: Path) -> None:  # noqa: F811
+    broker = standby_broker
+    source, a, b, output = _setup(broker, wordcount_classpath, "at_least_once", tmp_path,
+                                  STREAMS_PROTOCOL)
+    app = source.replace("wc-in", "wordcount")
+    expected: Counter = Counter()
+    with broker_log_on_failure(getattr(broker, "log_text", lambda: "")):
+        try:
+            a.start()
+            b.start()
+            _await_running([a, b])
+            d = settled(broker, app, 2)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                standby = {m.member_id: _tasks(m.assignment.standby_tasks) for m in d.members}
+                if sum(len(s) for s in standby.values()) == 4:
+                    break
+                time.sleep(0.3)
+                d = describe(broker, app)
+            active = active_by_member(d)
+            standby = {m.member_id: _tasks(m.assignment.standby_tasks) for m in d.members}
+            # Every stateful task (subtopology 1) has one standby, on the other process.
+            assert sorted(t for s in standby.values() for t in s) == [("1", p) for p in range(4)]
+            for member, tasks in standby.items():
+                assert not tasks & active[member]
+            _produce_lines(broker.bootstrap, source, 100, 21, expected)
+            _await_counts(output, expected, [a, b])
+        finally:
+            for inst in (a, b):
+                inst.stop()
+            output.close()
