@@ -3,7 +3,7 @@ the broker's properties, Kafka's names, onto them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.consumer.config import ConsumerGroupConfig, TopicAccess
@@ -20,4 +20,4 @@ class ShardConfig:
     # The broker's authorizer, when one is configured: which topics a principal may
     # describe (a regex subscription resolves only to those). None: every topic.
     topic_access: TopicAccess | None = None
-    streams: StreamsGroupConfig = StreamsGroupConfig()
+    streams: StreamsGroupConfig = field(default_factory=StreamsGroupConfig)
