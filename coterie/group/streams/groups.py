@@ -311,6 +311,7 @@ class StreamsGroups:
     def _heartbeat(self, req: StreamsHeartbeatRequest, now_ms: int) -> Result:
         group, conversion = self._group(req)
         gid, mid = req.group_id, req.member_id
+        created = gid not in self.groups
         joining = req.member_epoch == JOIN_EPOCH
         member = group.members.get(mid)
         if member is None:
@@ -430,7 +431,9 @@ class StreamsGroups:
             ErrorCode.none, member_id=mid, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.heartbeat_interval_of(gid), status=tuple(statuses),
             assignment=reconciled.assigned if joining or assigned_changed else None,
-            endpoint_information_epoch=group.endpoint_epoch, endpoints=endpoints,
+            # Kafka 4.2 sets the epoch only for a group that existed before this heartbeat.
+            endpoint_information_epoch=0 if created else group.endpoint_epoch,
+            endpoints=endpoints,
             topics_to_create=tuple(configured.topics_to_create.values())
             if configured is not None else ())
         return Result(response, conversion + records, timers)
