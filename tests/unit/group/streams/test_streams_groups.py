@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from coterie.group.classic.messages import DescribeGroupRequest
+from coterie.group.classic.messages import (
+    DescribeGroupRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeavingMember,
+)
 from coterie.group.consumer.messages import ConsumerHeartbeatRequest
 from coterie.group.offsets.messages import (
     CommitPartition,
@@ -19,7 +24,11 @@ from coterie.group.offsets.messages import (
 from coterie.group.records.tasks import TaskSet
 from coterie.group.streams.config import StreamsGroupConfig
 from coterie.group.streams.kinds import StreamsTimer
-from coterie.group.streams.messages import Endpoint, StreamsHeartbeatResponse
+from coterie.group.streams.messages import (
+    Endpoint,
+    StreamsHeartbeatRequest,
+    StreamsHeartbeatResponse,
+)
 from coterie.group.streams.status import StreamsGroupStatus
 from coterie.group.streams.topology import Subtopology, Topology
 from coterie.group.timers import TimerKey
@@ -400,3 +409,57 @@ def test_a_topology_without_state_gets_no_standbys() -> None:
     m.join("m2", stateless)
     m.settle()
     assert all(not t.standby for t in m.tasks.values())
+
+
+def classic_join(h: StreamsHarness, group_id: str = "app", member_id: str = "") -> object:
+    return h.request(JoinGroupRequest(
+        group_id=group_id, member_id=member_id, protocol_type="consumer",
+        protocols=(("range", b""),), session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+        group_instance_id=None, require_known_member_id=False, client_id="classic",
+        client_host="/127.0.0.2", token=1))
+
+
+def test_a_classic_join_replaces_only_an_empty_streams_group() -> None:
+    h = StreamsHarness(READY)
+    h.join("m1", wordcount())
+    r = classic_join(h)
+    assert r.error == ErrorCode.inconsistent_group_protocol
+    h.leave("m1")
+    assert classic_join(h, member_id="someone").error == ErrorCode.unknown_member_id
+    classic_join(h)
+    assert h.shard.groups["app"].group_type == "classic"
+    # The streams group's tombstones were written (the classic group's record comes when
+    # its first generation completes).
+    assert "app" not in h.replayed_shard().groups
+
+
+def test_a_streams_join_replaces_an_empty_classic_group() -> None:
+    h = StreamsHarness(READY)
+    classic_join(h, group_id="old")
+    h.advance(0)
+    joined = h.answers.get(1) or h.shard.groups["old"]
+    member = next(iter(h.shard.groups["old"].members))
+    r = h.join("m1", wordcount(), group_id="old")
+    assert (r.error, r.error_message) == (ErrorCode.group_id_not_found,
+                                          "Group old is not a streams group.")
+    h.request(LeaveGroupRequest("old", (LeavingMember(member),)))
+    assert h.shard.groups["old"].group_type == "classic" and joined is not None
+    r = h.join("m1", wordcount(), group_id="old")
+    assert r.error == ErrorCode.none
+    assert h.shard.groups["old"].group_type == "streams"
+    assert h.replayed_shard().groups["old"].group_type == "streams"
+
+
+def test_a_failed_append_is_undone_from_the_durable_records() -> None:
+    h = StreamsHarness(READY)
+    m = Members(h)
+    ready_group(h, m, "m1")
+    h.shard.committed(h.records)
+    before = h.group().snapshot()
+    result = h.shard.handle(StreamsHeartbeatRequest(
+        group_id="app", member_id="m2", member_epoch=0, rebalance_timeout_ms=30_000,
+        topology=wordcount(), owned=TaskSet(), process_id="p2"), h.now)
+    assert "m2" in h.group().members
+    undo = h.shard.revert("app", result.records, h.now)
+    assert undo.rebuilt and h.group().snapshot() == before
+    assert {op.key.member_id for op in undo.result.timers} == {"m1"}
