@@ -202,7 +202,7 @@ def test_kafkas_checks_come_before_coterie_ones():
     topology = Topology(1, (Subtopology("0", source_topics=("in",)),
                             Subtopology("0", source_topics=("in",),
                                         state_changelog_topics=(TopicInfo("c", 1),))))
-    assert refused(topology).message.startswith("Changelog topic c must leave")
+    assert refused(topology).message.startswith("Changelog topic c must have an undefined")
 
 
 @PROPS
