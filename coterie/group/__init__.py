@@ -58,8 +58,24 @@ from coterie.group.offsets.messages import (
     TxnOffsetCommitResponse,
 )
 from coterie.group.records.record import Record
+from coterie.group.records.tasks import TaskSet
 from coterie.group.result import Result, TimerOp, VerifyTransaction
 from coterie.group.shard import GroupShard, Revert
+from coterie.group.streams.config import StreamsGroupConfig
+from coterie.group.streams.configured_topology import InternalTopic
+from coterie.group.streams.messages import (
+    DescribedStreamsGroup,
+    DescribedStreamsMember,
+    Endpoint,
+    EndpointPartitions,
+    StreamsGroupDescribeRequest,
+    StreamsHeartbeatRequest,
+    StreamsHeartbeatResponse,
+    TaskOffset,
+)
+from coterie.group.streams.status import GroupStatus, StreamsGroupStatus
+from coterie.group.streams.topology import CopartitionGroup, Subtopology, Topology
+from coterie.group.streams.topology import TopicInfo as StreamsTopicInfo
 from coterie.group.timers import TimerKey, TimerKind
 from coterie.group.topic_image import TopicImage, TopicInfo
 
@@ -71,21 +87,28 @@ __all__ = [
     "ConsumerGroupDescribeRequest",
     "ConsumerHeartbeatRequest",
     "ConsumerHeartbeatResponse",
+    "CopartitionGroup",
     "DeleteGroupRequest",
     "DescribeGroupRequest",
     "DescribedConsumerGroup",
     "DescribedConsumerMember",
     "DescribedGroup",
+    "DescribedStreamsGroup",
+    "DescribedStreamsMember",
     "DescribedTopicPartitions",
+    "Endpoint",
+    "EndpointPartitions",
     "Event",
     "EventDeriver",
     "FetchedOffset",
     "Group",
     "GroupShard",
+    "GroupStatus",
     "HeartbeatRequest",
     "InstallAssignmentRequest",
     "InstallAssignmentResponse",
     "InstalledMember",
+    "InternalTopic",
     "JoinGroupRequest",
     "JoinGroupResponse",
     "LeaveGroupRequest",
@@ -107,14 +130,24 @@ __all__ = [
     "Revert",
     "SettledHeartbeat",
     "ShardConfig",
+    "StreamsGroupConfig",
+    "StreamsGroupDescribeRequest",
+    "StreamsGroupStatus",
+    "StreamsHeartbeatRequest",
+    "StreamsHeartbeatResponse",
+    "StreamsTopicInfo",
+    "Subtopology",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "TaskOffset",
+    "TaskSet",
     "TimerKey",
     "TimerKind",
     "TimerOp",
     "TopicImage",
     "TopicInfo",
     "TopicPartitions",
+    "Topology",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
     "UnknownRecordType",

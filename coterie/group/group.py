@@ -1,8 +1,8 @@
 """What every group type offers the shard: the `Group` protocol.
 
 A coordinator shard holds groups of several types under one id namespace, in one registry
-(`GroupShard.groups`: classic groups, KIP-848 consumer groups; streams and share groups
-next). The rules that are not one protocol's but "a group's" live in the shard
+(`GroupShard.groups`: classic groups, KIP-848 consumer groups, KIP-1071 streams groups;
+share groups next). The rules that are not one protocol's but "a group's" live in the shard
 (`coterie.group.shard`): OffsetCommit / OffsetFetch fencing, OffsetDelete's subscribed-topic
 check, ListGroups, DeleteGroups, offset expiry, the undo of a failed append; the broker's
 group events read every group the same way. Each of them asks a group the questions below,
@@ -98,12 +98,12 @@ class Group(Protocol):
         answers, carrying `error`, to the requests it parked (token, answer)."""
         ...
 
-    def snapshot(self) -> Any:
+    def event_snapshot(self) -> Any:
         """The group as group events compare it (`coterie.group.events`): a value with a
         `derive` that turns the previous snapshot into events."""
         ...
 
-    def fingerprint(self) -> Hashable:
-        """Equal whenever `snapshot()` would be, and cheap: most operations change nothing,
-        and then no snapshot is taken."""
+    def event_fingerprint(self) -> Hashable:
+        """Equal whenever `event_snapshot()` would be, and cheap: most operations change
+        nothing, and then no snapshot is taken."""
         ...

@@ -39,9 +39,11 @@ Routing:
   client-side assignors, `consumer/client_assignment.py`): the consumer core; an id held
   by a classic group is GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
 - An id held by a group of another type (a kind registered beside this one) is never taken
-  over: JoinGroup answers INCONSISTENT_GROUP_PROTOCOL, SyncGroup, Heartbeat and LeaveGroup
-  UNKNOWN_MEMBER_ID (as for an unknown group), ConsumerGroupHeartbeat and the assignor
-  extension GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
+  over, with one exception of Kafka 4.2's: a new member's JoinGroup replaces an *empty*
+  streams group by a classic group. Otherwise JoinGroup answers INCONSISTENT_GROUP_PROTOCOL
+  (UNKNOWN_MEMBER_ID for a member id into an empty streams group), SyncGroup, Heartbeat
+  and LeaveGroup UNKNOWN_MEMBER_ID (as for an unknown group), ConsumerGroupHeartbeat and
+  the assignor extension GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.".
 - DescribeGroups describes classic groups only (Kafka 4.x): a group of any other type is
   Dead before v6, GROUP_ID_NOT_FOUND "not a classic group" from v6; an id with only
   committed offsets is an Empty classic group. ConsumerGroupDescribe: a group of any other
@@ -113,6 +115,9 @@ from coterie.wire.consumer_protocol import PROTOCOL_TYPE
 
 UPGRADE_POLICIES = frozenset({"bidirectional", "upgrade"})
 DOWNGRADE_POLICIES = frozenset({"bidirectional", "downgrade"})
+# Group types of other kinds whose empty groups a classic JoinGroup replaces (Kafka 4.2's
+# classicGroupJoin deletes an empty streams group; a share group is never replaced).
+REPLACEABLE_WHEN_EMPTY = frozenset({"streams"})
 CLASSIC_MEMBER_TIMERS = frozenset({ConsumerTimer.CONSUMER_JOIN, ConsumerTimer.CONSUMER_SYNC})
 # A group's own settings (the GROUP config resource) that consumer groups read.
 SESSION_TIMEOUT = "consumer.session.timeout.ms"
@@ -194,8 +199,7 @@ class MixedGroups:
             return Result(refusal)
         gid = req.group_id
         if self._foreign(gid):
-            return Result(JoinGroupResponse(ErrorCode.inconsistent_group_protocol,
-                                            member_id=req.member_id))
+            return self._join_foreign(req, now_ms)
         group = self.consumer.groups.get(gid)
         if group is None:
             return self.classic.join_group(req, now_ms)
@@ -217,6 +221,29 @@ class MixedGroups:
         result = self.classic.join_group(req, now_ms)
         result.records[:0] = tombstones
         result.timers[:0] = forgotten
+        return result
+
+    def _join_foreign(self, req: JoinGroupRequest, now_ms: int) -> Result:
+        """A JoinGroup for an id held by a group of another type (Kafka 4.2): an *empty*
+        streams group gives way to the classic group a new member's join creates (its
+        tombstones first; a join naming a member id is UNKNOWN_MEMBER_ID); any other is
+        INCONSISTENT_GROUP_PROTOCOL. The foreign group is taken out of the registry here,
+        which is what replaying its tombstones does (an empty group keeps nothing else)."""
+        gid = req.group_id
+        group = self._ctx.groups[gid]
+        if group.group_type not in REPLACEABLE_WHEN_EMPTY or group.has_members():
+            return Result(JoinGroupResponse(ErrorCode.inconsistent_group_protocol,
+                                            member_id=req.member_id))
+        if req.member_id != UNKNOWN_MEMBER_ID:
+            return Result(JoinGroupResponse(ErrorCode.unknown_member_id,
+                                            member_id=req.member_id))
+        code, tombstones = group.deletion()
+        if code != ErrorCode.none:
+            return Result(JoinGroupResponse(ErrorCode.inconsistent_group_protocol,
+                                            member_id=req.member_id))
+        del self._ctx.groups[gid]
+        result = self.classic.join_group(req, now_ms)
+        result.records[:0] = tombstones
         return result
 
     def sync_group(self, req: SyncGroupRequest, now_ms: int) -> Result:

@@ -133,14 +133,14 @@ def check_member_epoch(current: CurrentAssignment, epoch: int, owned: TaskSet | 
         raise FencedMemberEpoch(
             f"The streams group member has a greater member epoch ({epoch}) than the one "
             f"known by the group coordinator ({current.member_epoch}). The member must abandon "
-            "all its tasks and rejoin.")
+            "all its partitions and rejoin.")
     if epoch < current.member_epoch and (
             epoch != current.previous_member_epoch or owned is None
             or not owned.issubset(current.assigned)):
         raise FencedMemberEpoch(
             f"The streams group member has a smaller member epoch ({epoch}) than the one "
             f"known by the group coordinator ({current.member_epoch}). The member must abandon "
-            "all its tasks and rejoin.")
+            "all its partitions and rejoin.")
 
 
 # -- the step -----------------------------------------------------------------------------------

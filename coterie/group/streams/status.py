@@ -80,7 +80,7 @@ def stale_topology(member_epoch: int, group_epoch: int) -> GroupStatus:
     """The member runs an older topology than the group was initialised with; it gets tasks
     of the group's topology all the same, so the application should be upgraded."""
     return GroupStatus(StreamsGroupStatus.STALE_TOPOLOGY,
-                       f"The member's topology epoch {member_epoch} is lower than the "
+                       f"The member's topology epoch {member_epoch} is behind the "
                        f"group's topology epoch {group_epoch}.")
 
 
@@ -88,12 +88,12 @@ def shutdown_application(member_id: str) -> GroupStatus:
     """Sent to every member once one asked (ShutdownApplication) for the whole application
     to stop after a fatal error."""
     return GroupStatus(StreamsGroupStatus.SHUTDOWN_APPLICATION,
-                       f"Streams group member {member_id} hit a fatal error and asked for the "
-                       "whole application to shut down.")
+                       f"Streams group member {member_id} encountered a fatal error and "
+                       "requested a shutdown for the entire application.")
 
 
 def assignment_delayed() -> GroupStatus:
     """The group waits out its initial rebalance delay before the first assignment, so that
     members starting together are assigned together."""
     return GroupStatus(StreamsGroupStatus.ASSIGNMENT_DELAYED,
-                       "The assignment waits for the group's initial rebalance delay.")
+                       "Assignment delayed due to the configured initial rebalance delay.")

@@ -87,13 +87,13 @@ def validate_topology(topology: Topology, *,
     for s in topology.subtopologies:
         if s.source_topic_regex and not allow_regex:
             return TopologyError(ErrorCode.invalid_request,
-                                 "Source topic regular expressions are not supported yet.")
+                                 "Regular expressions for source topics are not supported yet.")
     for s in topology.subtopologies:
         for t in s.state_changelog_topics:
             if t.partitions != 0:
                 return invalid_topology(
-                    f"Changelog topic {t.name} must leave its partition count undefined (0), "
-                    f"but it is {t.partitions}.")
+                    f"Changelog topic {t.name} must have an undefined partition count, but it "
+                    f"is set to {t.partitions}.")
     return structural_error(topology, check_regexes=allow_regex)
 
 
@@ -252,6 +252,5 @@ def topology_update(current: Topology | None,
     if declared.epoch == current.epoch and declared.by_id() == current.by_id():
         return TopologyUpdate.UNCHANGED
     return TopologyError(ErrorCode.invalid_request,
-                         f"The group runs topology epoch {current.epoch}; changing a streams "
-                         "group's topology is not supported yet.")
+                         "Topology updates are not supported yet.")
 

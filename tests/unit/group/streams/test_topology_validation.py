@@ -90,7 +90,7 @@ def test_legal_topic_names():
 def test_source_topic_regex_is_not_supported_by_default():
     error = refused(one(Subtopology("0", source_topic_regex=("events-.*",))))
     assert error.code == ErrorCode.invalid_request
-    assert error.message == "Source topic regular expressions are not supported yet."
+    assert error.message == "Regular expressions for source topics are not supported yet."
 
 
 def test_source_topic_regex_when_allowed_must_compile():
@@ -105,8 +105,8 @@ def test_changelog_topic_with_a_partition_count_is_refused():
     error = refused(one(Subtopology("0", source_topics=("in",),
                                     state_changelog_topics=(TopicInfo("app-changelog", 4),))))
     assert error.code == INVALID
-    assert error.message == ("Changelog topic app-changelog must leave its partition count "
-                             "undefined (0), but it is 4.")
+    assert error.message == ("Changelog topic app-changelog must have an undefined partition "
+                             "count, but it is set to 4.")
 
 
 # --- what Kafka 4.2 crashes on or cannot serve ------------------------------------------------
@@ -202,7 +202,7 @@ def test_kafkas_checks_come_before_coterie_ones():
     topology = Topology(1, (Subtopology("0", source_topics=("in",)),
                             Subtopology("0", source_topics=("in",),
                                         state_changelog_topics=(TopicInfo("c", 1),))))
-    assert refused(topology).message.startswith("Changelog topic c must leave")
+    assert refused(topology).message.startswith("Changelog topic c must have an undefined")
 
 
 @PROPS
