@@ -49,6 +49,7 @@ from coterie.group import (
     ListedGroup,
     SettledHeartbeat,
     ShardConfig,
+    StreamsGroupConfig,
     TimerKey,
     TopicImage,
     TopicInfo,
@@ -76,6 +77,11 @@ GROUP_DEFAULTS = {
     # coterie extension: how long the member chosen to compute a client-side assignment has
     # to install it before the server-side fallback does (docs/extensions.md).
     "group.consumer.client.assignment.timeout.ms": "10000",
+    "group.streams.session.timeout.ms": "45000",
+    "group.streams.heartbeat.interval.ms": "5000",
+    "group.streams.num.standby.replicas": "0",
+    "group.streams.initial.rebalance.delay.ms": "3000",
+    "group.streams.max.size": str(2**31 - 1),
 }
 
 
@@ -93,6 +99,12 @@ def group_settings(props: Mapping[str, str], consumer: ConsumerGroupConfig) -> S
         client_assignment_timeout_ms=int(p["group.consumer.client.assignment.timeout.ms"]),
         offset_metadata_max_bytes=int(p["offset.metadata.max.bytes"]),
         offsets_retention_ms=int(p["offsets.retention.minutes"]) * 60_000,
+        streams=StreamsGroupConfig(
+            session_timeout_ms=int(p["group.streams.session.timeout.ms"]),
+            heartbeat_interval_ms=int(p["group.streams.heartbeat.interval.ms"]),
+            num_standby_replicas=int(p["group.streams.num.standby.replicas"]),
+            initial_rebalance_delay_ms=int(p["group.streams.initial.rebalance.delay.ms"]),
+            max_size=int(p["group.streams.max.size"])),
     )
 
 

@@ -51,10 +51,10 @@ from coterie.group import (
     StreamsGroupDescribeRequest,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResponse,
+    StreamsTopicInfo,
     Subtopology,
     TaskOffset,
     TaskSet,
-    TopicInfo,
     Topology,
 )
 from coterie.log.errors import LogError
@@ -74,8 +74,8 @@ def streams_enabled(ctx: RequestContext) -> bool:
 
 # -- wire -> core -----------------------------------------------------------------------------
 
-def _topic_info(t: Any) -> TopicInfo:
-    return TopicInfo(t.name, int(t.partitions), int(t.replication_factor),
+def _topic_info(t: Any) -> StreamsTopicInfo:
+    return StreamsTopicInfo(t.name, int(t.partitions), int(t.replication_factor),
                      tuple((c.key, c.value) for c in t.topic_configs))
 
 
@@ -281,7 +281,7 @@ def _create(ctx: RequestContext, topic: InternalTopic) -> None:
 
 # -- StreamsGroupDescribe -----------------------------------------------------------------------
 
-def _wire_topic(t: TopicInfo) -> dict[str, Any]:
+def _wire_topic(t: StreamsTopicInfo) -> dict[str, Any]:
     return {"name": t.name, "partitions": t.partitions,
             "replication_factor": t.replication_factor,
             "topic_configs": [{"key": k, "value": v} for k, v in t.topic_configs]}
