@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -54,6 +55,10 @@ from kio.schema.offset_fetch.v8.request import (
 )
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.streams_group_heartbeat.v0.request import StreamsGroupHeartbeatRequest
+from kio.schema.streams_group_heartbeat.v0.request import Subtopology as SgSubtopology
+from kio.schema.streams_group_heartbeat.v0.request import TopicInfo as SgTopicInfo
+from kio.schema.streams_group_heartbeat.v0.request import Topology as SgTopology
 from kio.schema.write_txn_markers.v1.request import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
@@ -419,3 +424,62 @@ def test_transaction_apis_refuse_with_kafkas_codes(broker: CoterieBroker) -> Non
             topics=(WritableTxnMarkerTopic(name=TOPIC, partition_indexes=(i32(0),)),)),)))
         assert markers.markers[0].topics[0].partitions[0].error_code == \
             ErrorCode.cluster_authorization_failed
+
+
+# -- streams groups (KIP-1071) ------------------------------------------------------------------
+
+def _streams_join(conn: RawConnection, group: str, *topics: str) -> Any:
+    """A StreamsGroupHeartbeat joining `group` with a WordCount-like topology: `orders` (or
+    the first of `topics`) split into a repartition topic, counted into a changelog."""
+    source = topics[0] if topics else TOPIC
+    rep, log = f"{group}-rep", f"{group}-store-changelog"
+    topology = SgTopology(epoch=i32(0), subtopologies=(
+        SgSubtopology(subtopology_id="0", source_topics=(source,), source_topic_regex=(),
+                      state_changelog_topics=(), repartition_sink_topics=(rep,),
+                      repartition_source_topics=(), copartition_groups=()),
+        SgSubtopology(subtopology_id="1", source_topics=(), source_topic_regex=(),
+                      state_changelog_topics=(SgTopicInfo(
+                          name=log, partitions=i32(0), replication_factor=i16(0),
+                          topic_configs=()),),
+                      repartition_sink_topics=(),
+                      repartition_source_topics=(SgTopicInfo(
+                          name=rep, partitions=i32(0), replication_factor=i16(0),
+                          topic_configs=()),),
+                      copartition_groups=())))
+    return conn.request(StreamsGroupHeartbeatRequest(
+        group_id=group, member_id=uuid.uuid4().hex, member_epoch=i32(0),
+        endpoint_information_epoch=i32(0), rebalance_timeout=_MS(datetime.timedelta(
+            seconds=30)), topology=topology, active_tasks=(), standby_tasks=(),
+        warmup_tasks=(), process_id=uuid.uuid4().hex, client_tags=(), task_offsets=None,
+        task_end_offsets=None))
+
+
+def test_streams_group_heartbeats_need_their_acls(broker: CoterieBroker) -> None:
+    """Kafka 4.2's checks: READ on the group; DESCRIBE on every topic the topology names;
+    internal topics created only with CREATE (else named in the MISSING_INTERNAL_TOPICS
+    status); Kafka's internal topics refused in a topology."""
+    admin = _admin(broker)
+    group = "team-a-streams"
+    rep, log = f"{group}-rep", f"{group}-store-changelog"
+    with _raw(broker, "carol") as carol:
+        assert _streams_join(carol, "carols").error_code == \
+            ErrorCode.group_authorization_failed
+    with _raw(broker, "alice") as alice:
+        # READ on the group and `orders`, but nothing on the internal topics.
+        assert _streams_join(alice, group).error_code == ErrorCode.topic_authorization_failed
+        _allow(admin, [_acl("User:alice", RT.TOPIC, f"{group}-", OP.DESCRIBE, PT.PREFIXED)])
+        joined = _streams_join(alice, group)
+        assert joined.error_code == ErrorCode.none, joined.error_message
+        missing = [s.status_detail for s in joined.status if s.status_code == 3]
+        assert missing and f"Unauthorized to CREATE on topics {rep}, {log}." in missing[0]
+        assert not {rep, log} & set(admin.list_topics(timeout=10).topics)
+        _allow(admin, [_acl("User:alice", RT.TOPIC, f"{group}-", OP.CREATE, PT.PREFIXED)])
+        again = _streams_join(alice, group)
+        assert again.error_code == ErrorCode.none, again.error_message
+        assert not any("Unauthorized" in s.status_detail for s in again.status)
+        assert {rep, log} <= set(admin.list_topics(timeout=10).topics)
+    with _raw(broker, "admin") as root:
+        refused = _streams_join(root, "any-streams", "__consumer_offsets")
+        assert refused.error_code == ErrorCode.streams_invalid_topology
+        assert refused.error_message == ("Use of Kafka internal topics __consumer_offsets in a "
+                                         "Kafka Streams topology is prohibited.")
