@@ -31,7 +31,14 @@ postgresql:
 test: test-venv postgresql
 	$(BIN)/ruff check coterie tests benchmarks scripts
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -ra --durations=25
+	@# The reference Kafka jars, fetched once before the unit tests' two workers could both
+	@# fetch them (tests that need them skip, naming the tool, without java or mvn).
+	@if command -v java >/dev/null && command -v mvn >/dev/null; then \
+		$(BIN)/python scripts/reference_kafka.py fetch >/dev/null; fi
+	@# The pure unit tests on both cores; then everything that talks to real servers, one
+	@# test at a time (timing-sensitive: clients, timeouts, JVMs).
+	$(BIN)/python -m pytest -q -ra --durations=10 -n 2 tests/unit
+	$(BIN)/python -m pytest -q -ra --durations=40 --ignore=tests/unit
 
 lint: test-venv
 	$(BIN)/ruff check coterie tests benchmarks scripts
