@@ -25,8 +25,11 @@ What is checked, reading the output topic with read_committed:
   not what at_least_once promises, on Kafka either: records processed after the last commit
   are processed again.
 
-The same scenarios run against a reference Kafka broker of their own (marked `reference`),
-broker kill included. Skips, naming the tool, without java, javac or mvn.
+The at_least_once scenario runs against a reference Kafka broker of its own too (marked
+`reference`). The exactly_once_v2 scenario ran against Kafka 4.2.1 side by side when it was
+written and passed there the same way; it now runs against coterie only, to keep `make test`
+within its time (its reference run took a minute, broker restart included). Skips, naming
+the tool, without java, javac or mvn.
 """
 
 from __future__ import annotations
@@ -297,6 +300,7 @@ def _setup(broker: Any, classpath: str, guarantee: str, tmp_path: Path,
     return topics[0], a, b, Output(broker.bootstrap, topics[1])
 
 
+@pytest.mark.parametrize("streams_broker", ["coterie"], indirect=True)
 def test_wordcount_exactly_once_v2_through_instance_and_broker_kills(
         streams_broker: Any, wordcount_classpath: str, tmp_path: Path) -> None:
     broker = streams_broker

@@ -15,7 +15,9 @@ once its session times out and nothing lost (at_least_once), and with
 `group.streams.num.standby.replicas=1` a standby of every stateful task on the other
 instance, never a standby of a stateless one. The broker's streams session timeout is
 6 s (its minimum lowered to allow it), so that a kill is noticed quickly: the same on
-Kafka, whose reference runs of these scenarios are marked `reference`.
+Kafka, whose reference run of the scaling scenario is marked `reference` (the standby
+scenario passed against Kafka 4.2.1 too when it was written; it runs against coterie only,
+for the suite's time).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def streams_broker(request: pytest.FixtureRequest, coterie_factory: Any,
     yield from _broker(request, coterie_factory, tmp_path, {})
 
 
-@pytest.fixture(params=["coterie", pytest.param("reference_kafka", marks=pytest.mark.reference)])
+@pytest.fixture(params=["coterie"])
 def standby_broker(request: pytest.FixtureRequest, coterie_factory: Any,
                    tmp_path: Path) -> Iterator[Any]:
     yield from _broker(request, coterie_factory, tmp_path,
