@@ -69,7 +69,9 @@ STREAMS_SETTINGS = {
     "group.streams.max.session.timeout.ms": str(SESSION_MS),
     "group.streams.initial.rebalance.delay.ms": "0",
 }
-CLIENT_ID = "streams-heartbeat-bench-StreamThread-1-consumer"
+# The client id the members joined with (tests.kafka_raw): a streams member whose client id
+# changes is a changed member (a record and a group epoch bump), as in Kafka 4.2.
+CLIENT_ID = "raw-test"
 TOPOLOGY = Topology(epoch=0, subtopologies=(Subtopology(
     subtopology_id="0", source_topics=(TOPIC,), source_topic_regex=(),
     state_changelog_topics=(), repartition_sink_topics=(), repartition_source_topics=(),
