@@ -395,7 +395,9 @@ _GROUP_METADATA_VALUE_SCHEMAS: Final[dict[int, type]] = {
 # --------------------------------------------------------------------------------------------
 
 
-def _prefixed(version: int, schema_type: type, entity: object) -> bytes:
+def prefixed(version: int, schema_type: type, entity: object) -> bytes:
+    """An int16 version (a value's) or record type (a key's), then the entity: every
+    family's keys and values start so."""
     buffer = io.BytesIO()
     write_int16(buffer, i16(version))
     entity_writer(schema_type)(buffer, entity)
@@ -406,9 +408,9 @@ def _encode_key(key: object) -> bytes:
     match key:
         case OffsetCommitKey(group_id=group, topic=topic, partition=partition):
             schema = _OffsetCommitKeySchema(group=group, topic=topic, partition=partition)
-            return _prefixed(OFFSET_COMMIT_KEY_VERSION, _OffsetCommitKeySchema, schema)
+            return prefixed(OFFSET_COMMIT_KEY_VERSION, _OffsetCommitKeySchema, schema)
         case GroupMetadataKey(group_id=group):
-            return _prefixed(
+            return prefixed(
                 GROUP_METADATA_KEY_VERSION,
                 _GroupMetadataKeySchema,
                 _GroupMetadataKeySchema(group=group),
@@ -420,7 +422,7 @@ def _encode_offset_value(value: OffsetCommitValue) -> bytes:
     if value.expire_timestamp_ms != -1:
         # Only v1 can hold an explicit expiry; it has no leader epoch, so that is dropped
         # (Kafka makes the same trade-off).
-        return _prefixed(
+        return prefixed(
             OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE,
             _OffsetCommitValueV1,
             _OffsetCommitValueV1(
@@ -430,7 +432,7 @@ def _encode_offset_value(value: OffsetCommitValue) -> bytes:
                 expire_timestamp=value.expire_timestamp_ms,
             ),
         )
-    return _prefixed(
+    return prefixed(
         OFFSET_COMMIT_VALUE_VERSION,
         _OffsetCommitValueV3,
         _OffsetCommitValueV3(
@@ -456,7 +458,7 @@ def _encode_group_value(value: GroupMetadataValue) -> bytes:
         )
         for m in value.members
     )
-    return _prefixed(
+    return prefixed(
         GROUP_METADATA_VALUE_VERSION,
         _GroupMetadataValueV3,
         _GroupMetadataValueV3(
@@ -502,7 +504,8 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 # --------------------------------------------------------------------------------------------
 
 
-def _read_version(data: bytes, what: str) -> int:
+def read_version(data: bytes, what: str) -> int:
+    """The int16 a key or value starts with (every family's codec reads it so)."""
     try:
         version, _ = read_int16(data, 0)
     except (SerialError, ValueError, IndexError) as exc:
@@ -510,11 +513,16 @@ def _read_version(data: bytes, what: str) -> int:
     return int(version)
 
 
-def _read_entity(data: bytes, schema_type: type, what: str) -> Any:
+# What kio raises on bytes that do not decode (KeyError: an unknown tagged field; a
+# UnicodeDecodeError is a ValueError).
+DECODE_ERRORS = (SerialError, ValueError, IndexError, KeyError, TypeError, OverflowError)
+
+
+def read_entity(data: bytes, schema_type: type, what: str) -> Any:
     """Read `schema_type` after the 2-byte version; insist it spans exactly the rest."""
     try:
         entity, size = entity_reader(schema_type)(data, 2)
-    except (SerialError, ValueError, IndexError, KeyError, TypeError, OverflowError) as exc:
+    except DECODE_ERRORS as exc:
         # KeyError is how kio reports an unknown tagged field.
         raise RecordDecodeError(f"malformed {what}: {exc!r}") from exc
     if 2 + size != len(data):
@@ -528,13 +536,13 @@ def _decode_value(
     convert: Callable[[Any], Any],
     what: str,
 ) -> Any:
-    version = _read_version(value, what)
+    version = read_version(value, what)
     schema_type = schemas.get(version)
     if schema_type is None:
         # A known record type with an unknown value version is not skippable: Kafka fails
         # the load here too, rather than silently dropping state.
         raise RecordDecodeError(f"unsupported {what} version {version}")
-    return convert(_read_entity(value, schema_type, f"{what} v{version}"))
+    return convert(read_entity(value, schema_type, f"{what} v{version}"))
 
 
 def decode(key: bytes, value: bytes | None) -> Record:
@@ -544,9 +552,9 @@ def decode(key: bytes, value: bytes | None) -> Record:
     should skip those), and `RecordDecodeError` for anything malformed.
     """
     key = bytes(key)
-    record_type = _read_version(key, "record key")
+    record_type = read_version(key, "record key")
     if record_type in (0, 1):
-        key_schema = _read_entity(key, _OffsetCommitKeySchema, "OffsetCommitKey")
+        key_schema = read_entity(key, _OffsetCommitKeySchema, "OffsetCommitKey")
         offset_key = OffsetCommitKey(
             group_id=key_schema.group,
             topic=key_schema.topic,
@@ -564,7 +572,7 @@ def decode(key: bytes, value: bytes | None) -> Record:
             ),
         )
     if record_type == 2:
-        key_schema = _read_entity(key, _GroupMetadataKeySchema, "GroupMetadataKey")
+        key_schema = read_entity(key, _GroupMetadataKeySchema, "GroupMetadataKey")
         group_key = GroupMetadataKey(group_id=key_schema.group)
         if value is None:
             return Record(group_key, None)

@@ -29,20 +29,31 @@ from kio.serial.readers import (
     compact_array_reader,
     read_compact_string,
     read_compact_string_nullable,
-    read_int16,
     read_int32,
     read_unsigned_varint,
 )
-from kio.serial.writers import write_int16, write_unsigned_varint
+from kio.serial.writers import write_unsigned_varint
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
 from coterie.common.shared_table import shared_opt, shared_str
 from coterie.group.records.classic_codec import (
+    DECODE_ERRORS as _DECODE_ERRORS,
+)
+from coterie.group.records.classic_codec import (
     RecordDecodeError,
     RecordEncodeError,
     UnknownRecordType,
     schema_field,
+)
+from coterie.group.records.classic_codec import (
+    prefixed as _prefixed,
+)
+from coterie.group.records.classic_codec import (
+    read_entity as _read_entity,
+)
+from coterie.group.records.classic_codec import (
+    read_version as _read_version,
 )
 from coterie.group.records.consumer import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -249,12 +260,6 @@ def _from_topic_partitions(entries: Iterable[Any] | None, what: str) -> Partitio
 # --------------------------------------------------------------------------------------------
 
 
-def _prefixed(version: int, schema_type: type, entity: object) -> bytes:
-    buffer = io.BytesIO()
-    write_int16(buffer, i16(version))
-    entity_writer(schema_type)(buffer, entity)
-    return buffer.getvalue()
-
 
 def _encode_key(key: object) -> bytes:
     match key:
@@ -364,26 +369,8 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 # Decoding.
 # --------------------------------------------------------------------------------------------
 
-_DECODE_ERRORS = (SerialError, ValueError, IndexError, KeyError, TypeError, OverflowError,
-                  UnicodeDecodeError)
 
 
-def _read_version(data: bytes, what: str) -> int:
-    try:
-        version, _ = read_int16(data, 0)
-    except (SerialError, ValueError, IndexError) as exc:
-        raise RecordDecodeError(f"{what} too short to hold a version: {data!r}") from exc
-    return int(version)
-
-
-def _read_entity(data: bytes, schema_type: type, what: str) -> Any:
-    try:
-        entity, size = entity_reader(schema_type)(data, 2)
-    except _DECODE_ERRORS as exc:
-        raise RecordDecodeError(f"malformed {what}: {exc!r}") from exc
-    if 2 + size != len(data):
-        raise RecordDecodeError(f"{len(data) - 2 - size} trailing bytes after {what}")
-    return entity
 
 
 def _value_body(value: bytes, what: str) -> bytes:

@@ -19,16 +19,12 @@ the empty default: Kafka never writes one, and both mean "none recorded".
 Deliberately no ``from __future__ import annotations``: kio reads the field types at runtime.
 """
 
-import io
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, ClassVar, Final
 
-from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
-from kio.serial.readers import read_int16
-from kio.serial.writers import write_int16
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
@@ -38,7 +34,14 @@ from coterie.group.records.classic_codec import (
     RecordDecodeError,
     RecordEncodeError,
     UnknownRecordType,
+    prefixed,
     schema_field,
+)
+from coterie.group.records.classic_codec import (
+    read_entity as _read_entity,
+)
+from coterie.group.records.classic_codec import (
+    read_version as _read_version,
 )
 from coterie.group.records.record import Record, RecordFamily
 from coterie.group.records.streams import (
@@ -429,10 +432,7 @@ def _prefixed(version: int, schema_type: type, entity: object) -> bytes:
     if long is not None:
         raise RecordEncodeError(f"a string longer than {MAX_STRING_BYTES} bytes in "
                                 f"{schema_type.__name__.lstrip('_')}: {shown(long)}")
-    buffer = io.BytesIO()
-    write_int16(buffer, i16(version))
-    entity_writer(schema_type)(buffer, entity)
-    return buffer.getvalue()
+    return prefixed(version, schema_type, entity)
 
 
 def encode(record: Record) -> tuple[bytes, bytes | None]:
@@ -454,26 +454,8 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 # Decoding.
 # --------------------------------------------------------------------------------------------
 
-_DECODE_ERRORS = (SerialError, ValueError, IndexError, KeyError, TypeError, OverflowError,
-                  UnicodeDecodeError)
 
 
-def _read_version(data: bytes, what: str) -> int:
-    try:
-        version, _ = read_int16(data, 0)
-    except (SerialError, ValueError, IndexError) as exc:
-        raise RecordDecodeError(f"{what} too short to hold a version: {data!r}") from exc
-    return int(version)
-
-
-def _read_entity(data: bytes, schema_type: type, what: str) -> Any:
-    try:
-        entity, size = entity_reader(schema_type)(data, 2)
-    except _DECODE_ERRORS as exc:
-        raise RecordDecodeError(f"malformed {what}: {exc!r}") from exc
-    if 2 + size != len(data):
-        raise RecordDecodeError(f"{len(data) - 2 - size} trailing bytes after {what}")
-    return entity
 
 
 def _seq(items: Any, what: str) -> Any:
