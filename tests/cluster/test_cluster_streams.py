@@ -24,12 +24,12 @@ from tests.integration.test_kafka_streams import (
     _await_running,
     _produce_lines,
     _setup,
+    nothing_lost,
     wordcount_classpath,  # noqa: F401  (the module's fixture)
 )
 from tests.integration.test_kafka_streams_protocol import (
     BROKER_SETTINGS,
     STREAMS_PROTOCOL,
-    _nothing_lost,
     settled,
 )
 
@@ -55,7 +55,7 @@ def test_a_streams_application_goes_on_through_its_coordinators_kill(
                 coordinator = coordinator_of(cluster, app, 0)
                 cluster.broker(coordinator).kill9()
                 _produce_lines(cluster.bootstrap, source, 200, 32, expected)
-                _nothing_lost(output, expected)
+                nothing_lost(output, expected)
 
                 def new_coordinator() -> int | None:
                     node = coordinator_of(cluster, app, 0)

@@ -202,6 +202,23 @@ def _await_counts(output: Output, expected: Counter, instances: list[Instance],
                          + "\n".join(i.output() for i in instances))
 
 
+def nothing_lost(output: Output, expected: Counter, timeout: float = 90.0) -> None:
+    """at_least_once's promise through a crash: every word's count reaches its input and
+    each of its counts 1..n was committed at least once (repeats allowed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        output.poll(0.5)
+        latest = output.latest()
+        if all(latest.get(w, 0) >= n for w, n in expected.items()):
+            break
+    latest = output.latest()
+    short = {w: (latest.get(w), n) for w, n in expected.items() if latest.get(w, 0) < n}
+    assert not short, f"counts below the input: {short}"
+    lost = {w: n for w, n in expected.items()
+            if not set(range(1, n + 1)) <= set(output.updates[w])}
+    assert not lost, f"count updates missing: {lost}"
+
+
 def _internal_topics(broker: Any, source: str) -> list[str]:
     """The application's repartition and changelog topics (named after its id)."""
     app = source.replace("wc-in", "wordcount")
@@ -377,18 +394,7 @@ def test_wordcount_at_least_once_exact_then_nothing_lost_through_a_kill(
             _kill_while_producing(a, broker.bootstrap, source, 6, expected)
             a.start()
             _await_running([a, b])
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                output.poll(0.5)
-                latest = output.latest()
-                if all(latest.get(w, 0) >= n for w, n in expected.items()):
-                    break
-            latest = output.latest()
-            short = {w: (latest.get(w), n) for w, n in expected.items() if latest.get(w, 0) < n}
-            assert not short, f"counts below the input: {short}"
-            lost = {w: n for w, n in expected.items()
-                    if not set(range(1, n + 1)) <= set(output.updates[w])}
-            assert not lost, f"count updates missing: {lost}"
+            nothing_lost(output, expected)
         finally:
             for inst in (a, b):
                 inst.stop()

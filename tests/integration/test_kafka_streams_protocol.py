@@ -44,6 +44,7 @@ from tests.integration.test_kafka_streams import (
     _await_running,
     _produce_lines,
     _setup,
+    nothing_lost,
     wordcount_classpath,  # noqa: F401  (the module's fixture)
 )
 from tests.kafka_raw import RawConnection
@@ -125,21 +126,6 @@ def settled(broker: Any, group: str, members: int, timeout: float = 60.0) -> Any
     raise AssertionError(f"streams group {group} did not settle with {members} members: {d}")
 
 
-def _nothing_lost(output: Any, expected: Counter, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        output.poll(0.5)
-        latest = output.latest()
-        if all(latest.get(w, 0) >= n for w, n in expected.items()):
-            break
-    latest = output.latest()
-    short = {w: (latest.get(w), n) for w, n in expected.items() if latest.get(w, 0) < n}
-    assert not short, f"counts below the input: {short}"
-    lost = {w: n for w, n in expected.items()
-            if not set(range(1, n + 1)) <= set(output.updates[w])}
-    assert not lost, f"count updates missing: {lost}"
-
-
 def test_wordcount_on_the_streams_protocol_scales_out_and_survives_a_kill(
         streams_broker: Any, wordcount_classpath: str, tmp_path: Path) -> None:  # noqa: F811
     broker = streams_broker
@@ -180,7 +166,7 @@ def test_wordcount_on_the_streams_protocol_scales_out_and_survives_a_kill(
             after = settled(broker, app, 2)
             assert len(active_by_member(after)) == 2
             _produce_lines(broker.bootstrap, source, 200, 13, expected)
-            _nothing_lost(output, expected)
+            nothing_lost(output, expected)
         finally:
             for inst in (a, b, c):
                 inst.stop()

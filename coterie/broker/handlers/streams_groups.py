@@ -26,6 +26,7 @@ UNSUPPORTED_VERSION, as Kafka's broker does.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import replace
 from typing import Any
@@ -49,6 +50,7 @@ from coterie.group import (
     InternalTopic,
     Requester,
     StreamsGroupDescribeRequest,
+    StreamsGroupStatus,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResponse,
     StreamsTopicInfo,
@@ -63,12 +65,14 @@ from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 
 log = logging.getLogger("coterie.broker")
 
-MISSING_INTERNAL_TOPICS = 3  # StreamsGroupHeartbeatResponse.Status
-
-
 def streams_enabled(ctx: RequestContext) -> bool:
-    protocols = ctx.services.config.props.get("group.coordinator.rebalance.protocols",
-                                              "classic,consumer,streams")
+    return _names_streams(ctx.services.config.props.get(
+        "group.coordinator.rebalance.protocols", "classic,consumer,streams"))
+
+
+@functools.cache
+def _names_streams(protocols: str) -> bool:
+    """Parsed once per value: every streams heartbeat asks."""
     return "streams" in {p.strip() for p in protocols.split(",")}
 
 
@@ -123,16 +127,6 @@ def _offsets(entries: Any) -> tuple[TaskOffset, ...] | None:
     return tuple(TaskOffset(e.subtopology_id, int(e.partition), int(e.offset)) for e in entries)
 
 
-def required_topics(topology: Topology) -> list[str]:
-    """Every topic a topology names, once each, in the order named."""
-    names: dict[str, None] = {}
-    for s in topology.subtopologies:
-        for name in (*s.source_topics, *s.repartition_sink_topics,
-                     *(r.name for r in s.repartition_source_topics),
-                     *(c.name for c in s.state_changelog_topics)):
-            names.setdefault(name, None)
-    return list(names)
-
 
 # -- core -> wire -----------------------------------------------------------------------------
 
@@ -144,9 +138,8 @@ def _status(statuses: tuple[GroupStatus, ...]) -> list[dict[str, Any]]:
     return [{"status_code": int(s.code), "status_detail": s.detail} for s in statuses]
 
 
-def _answer(ctx: RequestContext, r: StreamsHeartbeatResponse,
-            extra_status: list[dict[str, Any]] | None = None) -> Any:
-    status = _status(r.status) + (extra_status or [])
+def _answer(ctx: RequestContext, r: StreamsHeartbeatResponse) -> Any:
+    status = _status(r.status)
     a = r.assignment
     endpoints = None
     if r.endpoints is not None:
@@ -181,7 +174,7 @@ def _refused(ctx: RequestContext, error: ErrorCode, message: str | None) -> Any:
 def _topology_refusal(ctx: RequestContext, authorizer: Any, topology: Topology) -> Any | None:
     """Kafka's checks of a declared topology before the coordinator sees it (module
     docstring), or None."""
-    names = required_topics(topology)
+    names = topology.named_topics()
     internal = [n for n in names if is_internal_topic(n)]
     if internal:
         return _refused(ctx, ErrorCode.streams_invalid_topology,
@@ -234,33 +227,29 @@ def streams_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
 def _create_then_answer(ctx: RequestContext, authorizer: Any,
                         r: StreamsHeartbeatResponse) -> Any:
     """Create the internal topics the group needs (module docstring), then answer."""
-    wanted = list(r.topics_to_create)
-    extra: list[dict[str, Any]] = []
+    denied: set[str | None] = set()
     if authorizer is not None and not authorizer.authorize(
             ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
-        denied = unauthorized_topics(ctx, AclOperation.CREATE, [t.name for t in wanted])
-        if denied:
-            wanted = [t for t in wanted if t.name not in denied]
-            message = f"Unauthorized to CREATE on topics {', '.join(sorted(denied))}."
-            extra = _with_unauthorized(r, message)
-            r = _without_missing(r) if extra else r
-    for topic in wanted:
-        _create(ctx, topic)
-    return _answer(ctx, r, extra)
+        denied = unauthorized_topics(ctx, AclOperation.CREATE,
+                                     [t.name for t in r.topics_to_create])
+    for topic in r.topics_to_create:
+        if topic.name not in denied:
+            _create(ctx, topic)
+    if denied:
+        message = f"Unauthorized to CREATE on topics {', '.join(sorted(map(str, denied)))}."
+        r = replace(r, status=_with_unauthorized(r.status, message))
+    return _answer(ctx, r)
 
 
-def _with_unauthorized(r: StreamsHeartbeatResponse, message: str) -> list[dict[str, Any]]:
-    """The MISSING_INTERNAL_TOPICS status with `message` appended (or alone)."""
-    for s in r.status:
-        if int(s.code) == MISSING_INTERNAL_TOPICS:
-            return [{"status_code": MISSING_INTERNAL_TOPICS,
-                     "status_detail": f"{s.detail}; {message}"}]
-    return [{"status_code": MISSING_INTERNAL_TOPICS, "status_detail": message}]
-
-
-def _without_missing(r: StreamsHeartbeatResponse) -> StreamsHeartbeatResponse:
-    return replace(r, status=tuple(s for s in r.status
-                                   if int(s.code) != MISSING_INTERNAL_TOPICS))
+def _with_unauthorized(statuses: tuple[GroupStatus, ...],
+                       message: str) -> tuple[GroupStatus, ...]:
+    """The statuses with `message` added to MISSING_INTERNAL_TOPICS's detail (or as that
+    status, when the coordinator gave none)."""
+    missing = StreamsGroupStatus.MISSING_INTERNAL_TOPICS
+    if not any(s.code == missing for s in statuses):
+        return (*statuses, GroupStatus(missing, message))
+    return tuple(GroupStatus(s.code, f"{s.detail}; {message}") if s.code == missing else s
+                 for s in statuses)
 
 
 def _create(ctx: RequestContext, topic: InternalTopic) -> None:
@@ -341,7 +330,7 @@ def _described(ctx: RequestContext, authorizer: Any, group_id: str,
     if d.error != ErrorCode.none:
         return _group(d)
     if authorizer is not None and d.topology is not None and unauthorized_topics(
-            ctx, AclOperation.DESCRIBE, required_topics(d.topology)):
+            ctx, AclOperation.DESCRIBE, d.topology.named_topics()):
         return {**_group(DescribedStreamsGroup(ErrorCode.topic_authorization_failed,
                                                group_id, "Topic authorization failed.")),
                 "topology": None}

@@ -89,6 +89,17 @@ class Topology:
         taken over these (plus, when regexes are allowed, the topics they match)."""
         return frozenset(self._required())
 
+    def named_topics(self) -> tuple[str, ...]:
+        """Every topic the topology names, repartition sinks included, once each in the order
+        declared: what Kafka's broker checks (internal names, legal names, DESCRIBE) before
+        its coordinator sees the topology."""
+        names: dict[str, None] = {}
+        for s in self.subtopologies:
+            for name in (*s.source_topics, *s.repartition_sink_topics,
+                         *s.repartition_source_names(), *s.changelog_names()):
+                names.setdefault(name, None)
+        return tuple(names)
+
     def _required(self) -> Iterator[str]:
         for s in self.subtopologies:
             yield from s.source_topics
