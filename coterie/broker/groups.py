@@ -50,6 +50,7 @@ from coterie.group import (
     SettledHeartbeat,
     ShardConfig,
     StreamsGroupConfig,
+    StreamsSettledHeartbeat,
     TimerKey,
     TopicImage,
     TopicInfo,
@@ -208,9 +209,9 @@ class GroupRuntime:
                                                       verified=verdict), now)
         return self.writer.run(group_id, result)
 
-    def settled_heartbeat(self, request: SettledHeartbeat) -> Any:
-        """A ConsumerGroupHeartbeat that sets no field: its answer, or None when the core
-        sends it down the general path (`handle` with the full request)."""
+    def settled_heartbeat(self, request: SettledHeartbeat | StreamsSettledHeartbeat) -> Any:
+        """A consumer or streams group heartbeat that sets no field: its answer, or None
+        when the core sends it down the general path (`handle` with the full request)."""
         if not self.loaded:
             return request.refused(LOADING)
         shard = self.router.shard_for(request.group_id)

@@ -53,7 +53,6 @@ from coterie.broker.group_configs import GroupConfigs
 from coterie.broker.group_events import GroupEventPublisher
 from coterie.broker.groups import GROUP_DEFAULTS, GroupRuntime, group_settings
 from coterie.broker.handlers.api_versions import unsupported_version_answer
-from coterie.broker.handlers.consumer_groups import SteadyAnswers
 from coterie.broker.internal_topics import internal_topics
 from coterie.broker.large import BIG_FRAME, OffLoop, decoded_big, encoded_off_loop
 from coterie.broker.log_cleaner import LogCleaner
@@ -67,6 +66,7 @@ from coterie.broker.scram_credentials import Plan, ScramCredentials
 from coterie.broker.services import ApiRange, Services
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.ssl_principal import principal_mapper
+from coterie.broker.steady_answers import SteadyAnswers
 from coterie.broker.tls import server_context
 from coterie.broker.tls_connection import TlsClientConnection
 from coterie.broker.topic_admin import TopicAdmin

@@ -52,7 +52,7 @@ class Services:
     # ask before acting on a resource, once ACLs are enforced (its docstring says how).
     authorizer: Any = None
     # Settled members' encoded heartbeat answers
-    # (coterie.broker.handlers.consumer_groups.SteadyAnswers), once the server sets it.
+    # (coterie.broker.steady_answers.SteadyAnswers), once the server sets it.
     steady_answers: Any = None
     # A cluster broker's part in its cluster (coterie.broker.cluster.ClusterNode); None on a
     # single broker.

@@ -71,6 +71,7 @@ from coterie.group.streams.messages import (
     StreamsGroupDescribeRequest,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResponse,
+    StreamsSettledHeartbeat,
     TaskOffset,
 )
 from coterie.group.streams.status import GroupStatus, StreamsGroupStatus
@@ -135,6 +136,7 @@ __all__ = [
     "StreamsGroupStatus",
     "StreamsHeartbeatRequest",
     "StreamsHeartbeatResponse",
+    "StreamsSettledHeartbeat",
     "StreamsTopicInfo",
     "Subtopology",
     "SyncGroupRequest",

@@ -331,3 +331,12 @@ def check_request(frame: bytes, schema: type) -> None:
     pos = checker(frame, _header_end(frame, bool(schema.__flexible__)), end)
     if pos > end:
         raise _past_end(pos, end)
+
+
+def check_entity(data: bytes, pos: int, schema: type) -> None:
+    """Raise BoundsError unless every length and count that the `schema` entity at `pos`
+    declares fits in `data` (a record's key or value, after its version)."""
+    end = len(data)
+    checker, _ = compiled(schema)
+    if checker(data, pos, end) > end:
+        raise _past_end(pos, end)

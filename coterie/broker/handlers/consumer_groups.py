@@ -9,8 +9,8 @@ broker's own stable ids (`TopicInfo.topic_id`), which the coordinator also learn
 
 A settled member's heartbeat sets no field; the handler sees that on the wire request and
 sends the coordinator a `SettledHeartbeat` instead of the full request, and a settled
-member's answer is the same every time: its encoded body is kept (`SteadyAnswers`, one per
-broker in its services).
+member's answer is the same every time: its encoded body is kept
+(`coterie.broker.steady_answers`).
 
 ACLs (coterie.broker.group_acls), as Kafka 4.2's KafkaApis: a heartbeat needs READ on the
 group (else GROUP_AUTHORIZATION_FAILED, the settled member's too) and, when it names its
@@ -47,7 +47,6 @@ from coterie.group import (
     TopicPartitions,
 )
 from coterie.security import AclOperation, ResourceType
-from coterie.wire.codec import encode_body_once
 
 _UNCHANGED = datetime.timedelta(milliseconds=-1)  # RebalanceTimeoutMs -1: "unchanged"
 
@@ -61,32 +60,11 @@ def _owned(entries: Any) -> tuple[TopicPartitions, ...] | None:
                  for e in entries)
 
 
-class SteadyAnswers:
-    """A settled member's answer is the same every time (no error, no new assignment): the
-    kio answer is kept per (version, member, epoch, interval), its body encoded once
-    (`encode_body_once`). Bounded: cleared whole when full (about 0.2 KB an entry, the key
-    and the encoded body)."""
-
-    __slots__ = ("_answers", "_max")
-
-    def __init__(self, max_entries: int = 16_384) -> None:
-        self._answers: dict[tuple[int, str | None, int, int], Any] = {}
-        self._max = max_entries
-
-    def answer(self, ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
-        key = (ctx.api_version, r.member_id, r.member_epoch, r.heartbeat_interval_ms)
-        answers = self._answers
-        answer = answers.get(key)
-        if answer is None:
-            if len(answers) >= self._max:
-                answers.clear()
-            answer = answers[key] = encode_body_once(_build_answer(ctx, r))
-        return answer
-
-
 def _heartbeat_answer(ctx: RequestContext, r: ConsumerHeartbeatResponse) -> Any:
     if r.assignment is None and r.error == ErrorCode.none and r.error_message is None:
-        return ctx.services.steady_answers.answer(ctx, r)
+        return ctx.services.steady_answers.answer(
+            (ctx.api_key, ctx.api_version, r.member_id, r.member_epoch, r.heartbeat_interval_ms),
+            _build_answer, ctx, r)
     return _build_answer(ctx, r)
 
 

@@ -26,6 +26,7 @@ UNSUPPORTED_VERSION, as Kafka's broker does.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import logging
 from dataclasses import replace
@@ -53,6 +54,7 @@ from coterie.group import (
     StreamsGroupStatus,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResponse,
+    StreamsSettledHeartbeat,
     StreamsTopicInfo,
     Subtopology,
     TaskOffset,
@@ -64,6 +66,7 @@ from coterie.log.names import is_internal_topic, validate_topic_name
 from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 
 log = logging.getLogger("coterie.broker")
+_UNCHANGED = datetime.timedelta(milliseconds=-1)  # RebalanceTimeoutMs -1: "unchanged"
 
 def streams_enabled(ctx: RequestContext) -> bool:
     return _names_streams(ctx.services.config.props.get(
@@ -138,6 +141,18 @@ def _status(statuses: tuple[GroupStatus, ...]) -> list[dict[str, Any]]:
     return [{"status_code": int(s.code), "status_detail": s.detail} for s in statuses]
 
 
+def _heartbeat_answer(ctx: RequestContext, r: StreamsHeartbeatResponse) -> Any:
+    """The answer; a settled member's (no error, status, tasks or endpoints) is kept
+    encoded (`coterie.broker.steady_answers`)."""
+    if (r.error == ErrorCode.none and r.assignment is None and r.endpoints is None
+            and not r.status and r.error_message is None and not r.topics_to_create):
+        return ctx.services.steady_answers.answer(
+            (ctx.api_key, ctx.api_version, r.member_id, r.member_epoch,
+             r.heartbeat_interval_ms, r.endpoint_information_epoch,
+             r.acceptable_recovery_lag, r.task_offset_interval_ms), _answer, ctx, r)
+    return _answer(ctx, r)
+
+
 def _answer(ctx: RequestContext, r: StreamsHeartbeatResponse) -> Any:
     status = _status(r.status)
     a = r.assignment
@@ -197,6 +212,20 @@ def streams_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
             ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return _refused(ctx, ErrorCode.group_authorization_failed,
                         "Group authorization failed.")
+    if (request.member_epoch > 0 and request.topology is None
+            and request.active_tasks is None and request.standby_tasks is None
+            and request.warmup_tasks is None and request.instance_id is None
+            and request.rack_id is None and request.rebalance_timeout == _UNCHANGED
+            and request.process_id is None and request.user_endpoint is None
+            and request.client_tags is None and request.task_offsets is None
+            and request.task_end_offsets is None and not request.shutdown_application):
+        # A heartbeat that sets no field but the endpoint epoch: most likely a settled
+        # member's (the core decides).
+        settled = ctx.services.groups.settled_heartbeat(StreamsSettledHeartbeat(
+            request.group_id, request.member_id, request.member_epoch,
+            request.endpoint_information_epoch, ctx.client_id or "", ctx.client_host))
+        if settled is not None:
+            return _heartbeat_answer(ctx, settled)
     topology = _topology(request.topology)
     if topology is not None:
         refused = _topology_refusal(ctx, authorizer, topology)
@@ -220,7 +249,7 @@ def streams_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         requester=None if authorizer is None else Requester(ctx.principal, host_of(ctx)))
     r = ctx.services.groups.handle(req)
     if not r.topics_to_create:
-        return _answer(ctx, r)
+        return _heartbeat_answer(ctx, r)
     return _create_then_answer(ctx, authorizer, r)
 
 

@@ -36,6 +36,7 @@ from kio.static.primitive import i16
 from coterie.group.records.classic import GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from coterie.group.records.offsets import OffsetCommitKey, OffsetCommitValue
 from coterie.group.records.record import Record, RecordFamily
+from coterie.wire.bounds import BoundsError, check_entity
 
 __all__ = [
     "GROUP_METADATA_KEY_VERSION",
@@ -519,7 +520,15 @@ DECODE_ERRORS = (SerialError, ValueError, IndexError, KeyError, TypeError, Overf
 
 
 def read_entity(data: bytes, schema_type: type, what: str) -> Any:
-    """Read `schema_type` after the 2-byte version; insist it spans exactly the rest."""
+    """Read `schema_type` after the 2-byte version; insist it spans exactly the rest.
+    Every length and count the bytes declare is held against the bytes first
+    (`coterie.wire.bounds`, as for requests): kio's native reader reserves an array's
+    declared element count before reading one, and a count near 2**32 in a damaged record
+    would abort the process (a broker loading its partition) where no `except` reaches."""
+    try:
+        check_entity(data, 2, schema_type)
+    except BoundsError as exc:
+        raise RecordDecodeError(f"malformed {what}: {exc}") from exc
     try:
         entity, size = entity_reader(schema_type)(data, 2)
     except DECODE_ERRORS as exc:

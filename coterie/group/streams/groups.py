@@ -33,8 +33,10 @@ A StreamsGroupHeartbeat, step by step (`heartbeat`):
 9. The answer: epoch, heartbeat interval, statuses (STALE_TOPOLOGY, ASSIGNMENT_DELAYED, the
    configured topology's MISSING_SOURCE_TOPICS / INCORRECTLY_PARTITIONED_TOPICS /
    MISSING_INTERNAL_TOPICS, SHUTDOWN_APPLICATION once a member asked), its tasks when they
-   changed or it joined, the endpoint -> partitions map when its endpoint epoch is not the
-   group's, and, for the broker only, the internal topics to create.
+   changed, it joined, or it reports other tasks than the settled member has (it lost the
+   answer that gave them: `_reports_other_tasks`), the endpoint -> partitions map when its
+   endpoint epoch is not the group's, and, for the broker only, the internal topics to
+   create.
 
 Topic changes (`on_topics`): every group whose topology's topics hash differently gets its
 topology configured again and its group epoch bumped at once (Kafka marks the group for a
@@ -67,7 +69,7 @@ from coterie.group.records.streams import (
     StreamsGroupTargetAssignmentMetadataKey,
     StreamsGroupTopologyKey,
 )
-from coterie.group.records.tasks import NO_TASKS
+from coterie.group.records.tasks import NO_TASKS, TaskSet
 from coterie.group.result import Result, TimerOp
 from coterie.group.streams.config import StreamsGroupConfig
 from coterie.group.streams.configured_topology import (
@@ -91,6 +93,7 @@ from coterie.group.streams.messages import (
     StreamsGroupDescribeRequest,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResponse,
+    StreamsSettledHeartbeat,
 )
 from coterie.group.streams.reconciliation import (
     CurrentAssignment,
@@ -152,6 +155,7 @@ class StreamsGroups:
 
     def requests(self) -> Mapping[type, Handler]:
         return {StreamsHeartbeatRequest: self.heartbeat,
+                StreamsSettledHeartbeat: self.settled_heartbeat,
                 StreamsGroupDescribeRequest: self.describe}
 
     # == settings ==============================================================================
@@ -268,8 +272,10 @@ class StreamsGroups:
         key = (topology, image.version)
         if group.configured_for != key or group.configured is None:
             group.configured = configure_topology(topology, ImagePartitionCounts(image))
-            group.configured_for = key
             group.configured_hash = image.metadata_hash(topology.required_topics())
+        # Keyed by this very topology object (an equal one may have built the cache): the
+        # settled-heartbeat shortcut checks the key by identity.
+        group.configured_for = key
         configured = group.configured
         validated = topology.epoch if configured.is_ready() else -1
         return _Topics(configured, group.configured_hash, validated)
@@ -283,6 +289,51 @@ class StreamsGroups:
             return self._heartbeat(req, now_ms)
         except Refused as refused:
             return Result(StreamsHeartbeatResponse(refused.code, refused.message))
+
+    def settled_heartbeat(self, req: StreamsSettledHeartbeat, now_ms: int) -> Result | None:
+        """The answer to a settled member's heartbeat that changes nothing, or None to take
+        the general path (`heartbeat`). Most heartbeats of a streams application are these.
+        The broker has seen that the request sets no field but the endpoint epoch; here: the
+        group is a streams group whose target is at its epoch and that waits for nothing (no
+        initial rebalance delay, no shutdown asked), its topology configured for the current
+        topic picture, ready, hashed and validated as recorded, its assignment configs as
+        recorded; the member exists under this id at the target epoch, STABLE, on the
+        group's topology epoch, with the same client id and host, and knows the group's
+        endpoint epoch. The general path would then write no record, compute no target,
+        keep the member as it is, and answer its epoch with no tasks, no status and no
+        endpoints, after pushing its session timer back: exactly this.
+        (`tests/unit/group/streams/test_streams_steady_path.py` holds the two paths to the
+        same answers.)"""
+        group_id, member_id, member_epoch, endpoint_epoch, client_id, client_host = req
+        group = self._ctx.groups.get(group_id)
+        if (not isinstance(group, StreamsGroup) or member_epoch <= 0
+                or group.group_epoch != group.assignment_epoch
+                or member_epoch != group.assignment_epoch
+                or group.delay_armed or group.shutdown_requester is not None
+                or endpoint_epoch != group.endpoint_epoch):
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return None
+        current, metadata = member.assignment, member.metadata
+        if (current.member_epoch != member_epoch or current.state is not MemberState.STABLE
+                or metadata.client_id != client_id or metadata.client_host != client_host):
+            return None
+        topology, configured, cached_for = group.topology, group.configured, group.configured_for
+        if (topology is None or configured is None or cached_for is None
+                or cached_for[0] is not topology or cached_for[1] != self.image.version
+                or metadata.topology_epoch < topology.epoch or not configured.is_ready()
+                or configured.topics_to_create
+                or group.configured_hash != group.metadata_hash
+                or topology.epoch != group.validated_topology_epoch
+                or self.assignment_configs(group_id) != group.last_assignment_configs):
+            return None
+        return Result(StreamsHeartbeatResponse(
+            ErrorCode.none, member_id=member_id, member_epoch=member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_of(group_id),
+            endpoint_information_epoch=endpoint_epoch,
+        ), timers=[TimerOp(TimerKey(StreamsTimer.STREAMS_SESSION, group_id, member_id),
+                           now_ms + self.session_timeout_of(group_id))])
 
     def _group(self, req: StreamsHeartbeatRequest) -> tuple[StreamsGroup, list[Record]]:
         """The heartbeat's group (step 2), and the tombstones of an empty classic group it
@@ -430,7 +481,8 @@ class StreamsGroups:
         response = StreamsHeartbeatResponse(
             ErrorCode.none, member_id=mid, member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.heartbeat_interval_of(gid), status=tuple(statuses),
-            assignment=reconciled.assigned if joining or assigned_changed else None,
+            assignment=(reconciled.assigned if joining or assigned_changed
+                        or _reports_other_tasks(req.owned, reconciled) else None),
             # Kafka 4.2 sets the epoch only for a group that existed before this heartbeat.
             endpoint_information_epoch=0 if created else group.endpoint_epoch,
             endpoints=endpoints,
@@ -533,6 +585,19 @@ def _updated_metadata(old: MemberMetadata, req: StreamsHeartbeatRequest) -> Memb
         user_endpoint=old.user_endpoint if req.user_endpoint is None else req.user_endpoint,
         client_tags=(old.client_tags if req.client_tags is None
                      else tuple(sorted(req.client_tags))))
+
+
+def _reports_other_tasks(owned: TaskSet | None, reconciled: CurrentAssignment) -> bool:
+    """Whether a STABLE member reported owned tasks that are not the ones it has. Kafka 4.2
+    sends a member its tasks only when it joins or they change, so a member that lost the
+    answer that changed them (at the same epoch, once another member released them, or at a
+    new one) would never learn them and run other tasks than the coordinator believes. A
+    Kafka Streams client reports its tasks only when they changed since it last did, so
+    this costs a settled group nothing; coterie then sends the tasks again
+    (docs/decisions.md). A member giving tasks back (UNREVOKED_TASKS) that lost the answer
+    is fenced at its rebalance timeout and rejoins, as in Kafka."""
+    return (owned is not None and reconciled.state is MemberState.STABLE
+            and owned != reconciled.assigned)
 
 
 def _metadata_record(group: StreamsGroup, epoch: int, topics: _Topics,

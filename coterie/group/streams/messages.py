@@ -13,6 +13,7 @@ A heartbeat's answer may name internal topics the group needs and the topic pict
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -60,6 +61,25 @@ class StreamsHeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     requester: Requester | None = None
+
+    def refused(self, code: ErrorCode) -> StreamsHeartbeatResponse:
+        return StreamsHeartbeatResponse(code)
+
+
+class StreamsSettledHeartbeat(NamedTuple):
+    """A StreamsGroupHeartbeat that sets no field but the endpoint epoch (member epoch > 0,
+    no topology, no owned tasks, no member metadata, no task offsets, no shutdown), which is
+    what a settled Kafka Streams member sends: the broker sees that on the wire request and
+    sends this instead of the full request; the core answers it without the general path's
+    steps when it can (`StreamsGroups.settled_heartbeat`). A NamedTuple: one is built for
+    most heartbeats a streams application sends."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    endpoint_information_epoch: int
+    client_id: str
+    client_host: str
 
     def refused(self, code: ErrorCode) -> StreamsHeartbeatResponse:
         return StreamsHeartbeatResponse(code)

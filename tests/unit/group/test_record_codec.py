@@ -147,6 +147,16 @@ def test_empty_group_metadata_bytes() -> None:
     assert decode(GROUP_KEY_BYTES, value) == record
 
 
+def test_a_member_count_near_2_to_the_31_is_a_decode_error() -> None:
+    """A damaged GroupMetadataValue declaring 2**31 - 1 members: kio's native reader would
+    reserve them all before reading one and abort the process; the bounds walk refuses it
+    (classic_codec.read_entity)."""
+    value = h("0003") + s16("consumer") + h("00000003") + h("FFFF FFFF")
+    value += h("0000000000000005") + h("7FFFFFFF") + s16("m")
+    with pytest.raises(RecordDecodeError, match="array of 2147483647 elements"):
+        decode(GROUP_KEY_BYTES, value)
+
+
 def test_static_member_bytes() -> None:
     member = MemberMetadata("m", "inst", "c", "h", 1, 2, b"", b"")
     record = Record(GROUP_KEY, GroupMetadataValue("", 0, None, None, -1, (member,)))

@@ -201,6 +201,29 @@ def test_scale_one_to_three_to_two_revokes_before_it_assigns() -> None:
     assert set().union(*map(active, m.tasks.values())) == ALL_ACTIVE
 
 
+def test_a_member_that_lost_the_answer_giving_it_tasks_is_told_them_again() -> None:
+    """m2 joins m1's group; once m1 released them, m2 is given its tasks at the epoch it
+    already has, and that answer is lost. Kafka 4.2 would never send them again (it sends
+    tasks only to a joining member and when they change): m2 would run nothing while the
+    coordinator believes it runs them. m2 reports the tasks it has (none), so coterie sends
+    them again; a settled member reporting the tasks it has gets none."""
+    h = StreamsHarness(READY)
+    m = Members(h)
+    ready_group(h, m, "m1")
+    m.join("m2")
+    m.beat("m1")  # m1 is told to give half of its tasks back
+    m.beat("m1")  # ... and reports it did
+    epoch = m.epochs["m2"]
+    lost = h.heartbeat("m2", epoch, owned=TaskSet())
+    assert lost.assignment is not None and active(lost.assignment), lost
+    assert lost.member_epoch == epoch  # the same epoch: nothing tells m2 it missed them
+    again = h.heartbeat("m2", epoch, owned=TaskSet())
+    assert again.assignment == lost.assignment
+    m.tasks["m2"] = again.assignment
+    assert m.beat("m2").assignment is None
+    assert active(m.tasks["m1"]) | active(m.tasks["m2"]) == ALL_ACTIVE
+
+
 def test_a_failed_member_is_fenced_by_its_session_timeout_and_its_tasks_move() -> None:
     h = StreamsHarness(TOPICS)
     m = Members(h)
