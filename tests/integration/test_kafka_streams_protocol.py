@@ -13,7 +13,9 @@ What is checked: exact counts with two and then three instances, the tasks sprea
 of them (StreamsGroupDescribe, read raw), a killed instance's tasks moving to the others
 once its session times out and nothing lost (at_least_once), and with
 `group.streams.num.standby.replicas=1` a standby of every stateful task on the other
-instance, never a standby of a stateless one. The broker's streams session timeout is
+instance, never a standby of a stateless one. Interactive Queries (`application.server`) see
+the assignment through the heartbeat answers' endpoint information and route each key to
+the instance running its task. The broker's streams session timeout is
 6 s (its minimum lowered to allow it), so that a kill is noticed quickly: the same on
 Kafka, whose reference run of the scaling scenario is marked `reference` (the standby
 scenario passed against Kafka 4.2.1 too when it was written; it runs against coterie only,
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.partitioner.default import murmur2
 from kio.schema.errors import ErrorCode
 from kio.schema.streams_group_describe.v0.request import StreamsGroupDescribeRequest
 
@@ -39,6 +42,7 @@ from tests.fixtures.reference_broker import (
 )
 from tests.integration.clients import broker_log_on_failure
 from tests.integration.test_kafka_streams import (
+    PARTITIONS,
     Instance,
     _await_counts,
     _await_running,
@@ -205,3 +209,115 @@ def test_standby_tasks_are_placed_on_the_other_instance(
             for inst in (a, b):
                 inst.stop()
             output.close()
+
+
+# -- Interactive Queries ------------------------------------------------------------------------
+
+WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+
+
+def _key_partition(word: str, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives a String-serialized key."""
+    return (murmur2(word.encode()) & 0x7FFFFFFF) % partitions
+
+
+def _iq_view(instance: Instance) -> tuple[dict[str, set[str]], dict[str, str]] | None:
+    """What Interactive Queries last showed in `instance` (WordCount's print.metadata):
+    endpoint -> the partitions it serves as active ("topic:partition"), and word -> the
+    endpoint queryMetadataForKey routes it to. None before a complete print."""
+    lines = list(instance.lines)
+    for i in range(len(lines) - 1, -1, -1):
+        if not lines[i].startswith("METADATA "):
+            continue
+        served: dict[str, set[str]] = {}
+        for entry in lines[i].split()[1:]:
+            endpoint, parts = entry.split("=", 1)
+            active, standby = parts.split("/", 1)
+            assert not standby, f"standby partitions without standby replicas: {entry}"
+            served[endpoint] = set(filter(None, active.split(",")))
+        keys = dict(line.split()[1:] for line in lines[i + 1:i + 1 + len(WORDS)]
+                    if line.startswith("KEY "))
+        if len(keys) == len(WORDS):
+            return served, keys
+    return None
+
+
+def _await_iq(instances: list[Instance], endpoints: set[str], partitions: int,
+              timeout: float = 60.0) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """Every instance's Interactive Queries view once it shows exactly `endpoints`, each
+    serving some partitions, together every partition of both subtopologies' sources once,
+    and the same view in every instance."""
+    deadline = time.monotonic() + timeout
+    views: list[Any] = []
+    while time.monotonic() < deadline:
+        views = [_iq_view(i) for i in instances]
+        if all(v is not None and set(v[0]) == endpoints and all(v[0].values())
+               for v in views):
+            served = views[0][0]
+            every = [p for parts in served.values() for p in parts]
+            if len(every) == len(set(every)) == 2 * partitions and all(
+                    v == views[0] for v in views):
+                return views[0]
+        time.sleep(0.5)
+    errors = [line for i in instances for line in i.lines if "METADATA-ERROR" in line]
+    raise AssertionError(f"Interactive Queries views did not settle on {endpoints}: "
+                         f"{views} {errors[-3:]}")
+
+
+def _check_routing(served: dict[str, set[str]], keys: dict[str, str], source: str,
+                   partitions: int) -> None:
+    """Each word's count is looked up where its repartition partition's task runs."""
+    (repartition,) = {p.rsplit(":", 1)[0] for parts in served.values() for p in parts} - {
+        source}
+    for word, endpoint in keys.items():
+        wanted = f"{repartition}:{_key_partition(word, partitions)}"
+        assert wanted in served[endpoint], (word, endpoint, wanted, served)
+
+
+@pytest.mark.parametrize("streams_broker", ["coterie"], indirect=True)
+def test_interactive_queries_see_the_assignment_and_route_keys_to_their_instance(
+        streams_broker: Any, wordcount_classpath: str, tmp_path: Path) -> None:  # noqa: F811
+    """Two WordCount instances with `application.server` set: what Kafka Streams'
+    Interactive Queries show (metadataForAllStreamsClients, queryMetadataForKey) comes from
+    the heartbeat answers' endpoint information. Every instance sees both endpoints, each
+    serving the source partitions of exactly the active tasks coterie's StreamsGroupDescribe
+    gives the member with that endpoint; each word is routed to the instance running its
+    repartition partition's task. After one instance is killed, the other serves
+    everything and every key is routed to it. (Passed against Kafka 4.2.1 when written;
+    runs against coterie only, for the suite's time.)"""
+    broker = streams_broker
+    source, _, _, output = _setup(broker, wordcount_classpath, "at_least_once", tmp_path,
+                                  STREAMS_PROTOCOL)
+    output.close()
+    app = source.replace("wc-in", "wordcount")
+    endpoints = ("127.0.0.1:7101", "127.0.0.1:7102")
+    a, b = (Instance(wordcount_classpath, broker.bootstrap, app, "at_least_once",
+                     (source, source.replace("wc-in", "wc-out")), tmp_path / f"iq-{n}",
+                     (*STREAMS_PROTOCOL, f"application.server={endpoint}",
+                      "print.metadata=true"))
+            for n, endpoint in enumerate(endpoints))
+    with broker_log_on_failure(getattr(broker, "log_text", lambda: "")):
+        try:
+            a.start()
+            b.start()
+            _await_running([a, b])
+            d = settled(broker, app, 2)
+            served, keys = _await_iq([a, b], set(endpoints), PARTITIONS)
+            _check_routing(served, keys, source, PARTITIONS)
+            for m in d.members:
+                endpoint = f"{m.user_endpoint.host}:{m.user_endpoint.port}"
+                tasks = _tasks(m.assignment.active_tasks)
+                assert {int(p.rsplit(":", 1)[1]) for p in served[endpoint]
+                        if p.startswith(f"{source}:")} == {p for s, p in tasks if s == "0"}
+                assert {int(p.rsplit(":", 1)[1]) for p in served[endpoint]
+                        if not p.startswith(f"{source}:")} == {p for s, p in tasks if s == "1"}
+
+            b.kill9()
+            settled(broker, app, 1)
+            served, keys = _await_iq([a], {endpoints[0]}, PARTITIONS)
+            assert set(keys.values()) == {endpoints[0]}
+            _check_routing(served, keys, source, PARTITIONS)
+            a.check()
+        finally:
+            for inst in (a, b):
+                inst.stop()

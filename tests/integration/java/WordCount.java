@@ -10,16 +10,28 @@
 // Every setting not named here is Kafka Streams' default. Caching is off so that every count
 // update reaches the output topic: the test checks each word's whole sequence of counts.
 // Prints "STATE <new state>" on each state change, so the test knows when it is RUNNING.
+// With the argument print.metadata=true (not a Streams setting), it also prints, twice a
+// second while RUNNING, what Interactive Queries sees: "METADATA host:port=active/standby
+// ..." per Streams client (the partitions each serves, sorted), and "KEY word host:port"
+// for a few words (where queryMetadataForKey routes a query for that word's count).
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
+import java.util.List;
 import java.util.Locale;
 import java.util.Properties;
+import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
+
+import org.apache.kafka.common.TopicPartition;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.KeyQueryMetadata;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.StreamsMetadata;
 import org.apache.kafka.streams.kstream.Produced;
 
 public final class WordCount {
@@ -32,8 +44,13 @@ public final class WordCount {
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        boolean printMetadata = false;
         for (int i = 6; i < args.length; i++) {
             String[] setting = args[i].split("=", 2);
+            if (setting[0].equals("print.metadata")) {
+                printMetadata = Boolean.parseBoolean(setting[1]);
+                continue;
+            }
             props.put(setting[0], setting[1]);
         }
 
@@ -63,6 +80,58 @@ public final class WordCount {
         });
         Runtime.getRuntime().addShutdownHook(new Thread(streams::close));
         streams.start();
+        if (printMetadata) {
+            Thread printer = new Thread(() -> printMetadata(streams));
+            printer.setDaemon(true);
+            printer.start();
+        }
         done.await();
+    }
+
+    private static String partitions(Collection<TopicPartition> parts) {
+        TreeSet<String> names = new TreeSet<>();
+        for (TopicPartition tp : parts) {
+            names.add(tp.topic() + ":" + tp.partition());
+        }
+        return String.join(",", names);
+    }
+
+    private static void printMetadata(KafkaStreams streams) {
+        String[] words = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"};
+        while (true) {
+            try {
+                Thread.sleep(500);
+                if (streams.state() != KafkaStreams.State.RUNNING) {
+                    continue;
+                }
+                List<String> entries = new ArrayList<>();
+                String store = null;
+                for (StreamsMetadata m : streams.metadataForAllStreamsClients()) {
+                    entries.add(m.host() + ":" + m.port() + "=" + partitions(m.topicPartitions())
+                            + "/" + partitions(m.standbyTopicPartitions()));
+                    if (store == null && !m.stateStoreNames().isEmpty()) {
+                        store = m.stateStoreNames().iterator().next();
+                    }
+                }
+                entries.sort(null);
+                StringBuilder out = new StringBuilder("METADATA " + String.join(" ", entries));
+                if (store != null) {
+                    for (String word : words) {
+                        KeyQueryMetadata key = streams.queryMetadataForKey(
+                                store, word, Serdes.String().serializer());
+                        out.append("\nKEY ").append(word).append(' ')
+                                .append(key.activeHost().host()).append(':')
+                                .append(key.activeHost().port());
+                    }
+                }
+                System.out.println(out);
+                System.out.flush();
+            } catch (InterruptedException e) {
+                return;
+            } catch (RuntimeException e) {
+                System.out.println("METADATA-ERROR " + e);
+                System.out.flush();
+            }
+        }
     }
 }
