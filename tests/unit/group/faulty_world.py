@@ -352,12 +352,7 @@ class FaultyWorld(World):
 
     def check_commits(self) -> None:
         """Every acknowledged commit survives; nothing is committed that was never sent."""
-        fetched = self.h.shard.offset_fetch(OffsetFetchRequest("g"))
-        committed = {(o.topic, o.partition): o.value.offset for o in fetched.offsets
-                     if o.value is not None}
-        for key, offset in self.acked.items():
-            assert committed.get(key, -1) >= offset, (
-                f"acknowledged commit {key}@{offset} lost: committed {committed.get(key)}")
+        committed = check_acked_kept(self.h.shard, "g", self.acked)
         for key, offset in committed.items():
             assert offset <= self.sent.get(key, -1), f"{key}@{offset} was never sent"
 
@@ -365,6 +360,19 @@ class FaultyWorld(World):
         super().after_step()
         self.check_commits()
         self.check_transactions()
+
+
+def check_acked_kept(shard: GroupShard, group_id: str,
+                     acked: dict[_Key, int]) -> dict[_Key, int]:
+    """Every commit the coordinator acknowledged is still there (a partition's committed
+    offset is at least the highest acknowledged one); returns the committed offsets."""
+    fetched = shard.offset_fetch(OffsetFetchRequest(group_id))
+    committed = {(o.topic, o.partition): o.value.offset for o in fetched.offsets
+                 if o.value is not None}
+    for key, offset in acked.items():
+        assert committed.get(key, -1) >= offset, (
+            f"acknowledged commit {key}@{offset} lost: committed {committed.get(key)}")
+    return committed
 
 
 def check_replayed_offsets(w: FaultyWorld) -> None:

@@ -110,11 +110,15 @@ class StreamsHarness(VirtualTime):
         return self.request(StreamsGroupDescribeRequest(group_id))
 
     # -- replay -------------------------------------------------------------------------------
+    def persisted(self) -> list[Any]:
+        """The records a restarted coordinator would load: every one written so far."""
+        return self.records
+
     def replayed_shard(self) -> GroupShard:
-        """A fresh shard that loaded every record written so far, through the bytes."""
+        """A fresh shard that loaded the persisted records, through the bytes."""
         fresh = self._build()
         fresh.on_topics_changed({n: (self.topic_ids[n], c) for n, c in self.topics.items()},
                                 self.now)
-        for record in self.records:
+        for record in self.persisted():
             fresh.replay(codec.decode(*codec.encode(record)))
         return fresh
