@@ -88,6 +88,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -293,16 +294,20 @@ def join_members(port: int, members: int, groups: int) -> list[Member]:
     return out
 
 
-def _settle_members(out: list[Member]) -> None:
-    """Join every member, heartbeat until a whole pass changes nothing, then encode each
-    one's steady-state heartbeat."""
-    for m in out:
-        _full_heartbeat(m)
+def settle(members: list, full: Callable[[Any], bool], what: str) -> None:
+    """Join every member, then heartbeat (`full`: one heartbeat reporting everything, True
+    when the member's epoch or assignment changed) until a whole pass changes nothing."""
+    for m in members:
+        full(m)
     for _ in range(100):
-        if not any([_full_heartbeat(m) for m in out]):
-            break
-    else:
-        raise RuntimeError("the groups did not settle in 100 passes")
+        if not any([full(m) for m in members]):
+            return
+    raise RuntimeError(f"{what} did not settle in 100 passes")
+
+
+def _settle_members(out: list[Member]) -> None:
+    """Settle every member, then encode each one's steady-state heartbeat."""
+    settle(out, _full_heartbeat, "the groups")
     for m in out:
         m.steady = bytearray(encode_request(0, ConsumerGroupHeartbeatRequest(
             group_id=m.group, member_id=m.member_id, member_epoch=m.epoch,

@@ -48,6 +48,7 @@ from heartbeats import (
     drive,
     join_members,
     running,
+    settle,
     steady_answer,
 )
 from kio.schema.errors import ErrorCode
@@ -118,13 +119,7 @@ def _full(m: StreamsMember) -> bool:
 def join_streams(port: int, members: int, groups: int) -> list[StreamsMember]:
     out = [StreamsMember(f"streams-bench-{i % groups}", str(uuid.uuid4()),
                          RawConnection(HOST, port)) for i in range(members)]
-    for m in out:
-        _full(m)
-    for _ in range(100):
-        if not any([_full(m) for m in out]):
-            break
-    else:
-        raise RuntimeError("the streams groups did not settle in 100 passes")
+    settle(out, _full, "the streams groups")
     for m in out:
         m.steady = bytearray(encode_request(0, StreamsGroupHeartbeatRequest(
             group_id=m.group, member_id=m.member_id, member_epoch=m.epoch,
