@@ -78,6 +78,8 @@ from coterie.group.records.consumer import (
     ConsumerGroupTargetAssignmentMetadataValue,
     Partitions,
 )
+from coterie.group.records.key_schemas import GroupKey as _GroupKey
+from coterie.group.records.key_schemas import MemberKey as _MemberKey
 from coterie.group.records.partition_set import compact
 from coterie.group.records.record import Record, RecordFamily
 
@@ -98,29 +100,9 @@ _f = schema_field
 
 
 # --------------------------------------------------------------------------------------------
-# Keys (non-flexible, version 0 of each key schema).
+# Keys (non-flexible, version 0 of each key schema): the group and member keys are
+# `key_schemas`'; the regex key is this family's own.
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _GroupKey:
-    """Types 3 and 6: the group id alone."""
-
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    group_id: str = _f("string")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _MemberKey:
-    """Types 5, 7 and 8: group id and member id."""
-
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    group_id: str = _f("string")
-    member_id: str = _f("string")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,28 +19,27 @@ and would not know which entry to keep either.
 Deliberately no ``from __future__ import annotations``: kio reads the field types at runtime.
 """
 
-import struct
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
-from coterie.common.limits import MAX_STRING_BYTES, shown, too_long
 from coterie.common.shared_table import shared_opt, shared_str
 from coterie.group.records.classic_codec import (
     RecordDecodeError,
     RecordEncodeError,
     UnknownRecordType,
-    prefixed,
     schema_field,
 )
 from coterie.group.records.classic_codec import read_entity as _read_entity
 from coterie.group.records.classic_codec import read_version as _read_version
+from coterie.group.records.flexible_codec import encode_record, non_null
+from coterie.group.records.key_schemas import GroupKey as _GroupKey
+from coterie.group.records.key_schemas import MemberKey as _MemberKey
 from coterie.group.records.partition_set import compact
 from coterie.group.records.record import Record, RecordFamily
 from coterie.group.records.share import (
@@ -83,32 +82,7 @@ _f = schema_field
 
 
 # --------------------------------------------------------------------------------------------
-# Keys (non-flexible, version 0 of each key schema).
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _GroupKey:
-    """Types 11, 12 and 15: the group id alone."""
-
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    group_id: str = _f("string")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _MemberKey:
-    """Types 10, 13 and 14: group id and member id."""
-
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    group_id: str = _f("string")
-    member_id: str = _f("string")
-
-
-# --------------------------------------------------------------------------------------------
+# Keys: `key_schemas` (the group id, or the group id and a member id).
 # Values (flexible, version 0).
 # --------------------------------------------------------------------------------------------
 
@@ -278,44 +252,9 @@ def _key_entity(key: object) -> tuple[int, type, object]:
 # --------------------------------------------------------------------------------------------
 
 
-def _long_string(value: object) -> str | None:
-    """The first string in a schema entity (or a tuple of them) too long for Kafka to read."""
-    if isinstance(value, str):
-        return value if too_long(value) else None
-    if isinstance(value, tuple):
-        items: Iterable[object] = value
-    elif is_dataclass(value):
-        items = (getattr(value, f.name) for f in fields(value))
-    else:
-        return None
-    for item in items:
-        found = _long_string(item)
-        if found is not None:
-            return found
-    return None
-
-
-def _prefixed(version: int, schema_type: type, entity: object) -> bytes:
-    long = _long_string(entity)
-    if long is not None:
-        raise RecordEncodeError(f"a string longer than {MAX_STRING_BYTES} bytes in "
-                                f"{schema_type.__name__.lstrip('_')}: {shown(long)}")
-    return prefixed(version, schema_type, entity)
-
-
 def encode(record: Record) -> tuple[bytes, bytes | None]:
     """The (key, value) bytes of a share-group record; a tombstone has value None."""
-    try:
-        key = _prefixed(*_key_entity(record.key))
-        if record.value is None:
-            return key, None
-        return key, _prefixed(VALUE_VERSION, *_value_entity(record.key, record.value))
-    except RecordEncodeError:
-        raise
-    except (SerialError, struct.error, ValueError, OverflowError, TypeError, AttributeError,
-            UnicodeEncodeError) as exc:
-        raise RecordEncodeError(
-            f"cannot encode {type(record.key).__name__} record: {exc}") from exc
+    return encode_record(record, _key_entity, _value_entity, VALUE_VERSION)
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,25 +262,18 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 # --------------------------------------------------------------------------------------------
 
 
-def _seq(items: Any, what: str) -> Any:
-    """A non-nullable array as read: kio hands back a null one as None."""
-    if items is None:
-        raise RecordDecodeError(f"{what} is null")
-    return items
-
-
 def _read_partitions(entries: Any, what: str) -> Partitions:
     out = []
-    for entry in _seq(entries, what):
+    for entry in non_null(entries, what):
         out.extend((entry.topic_id, int(p))
-                   for p in _seq(entry.partitions, f"{what}.Partitions"))
+                   for p in non_null(entry.partitions, f"{what}.Partitions"))
     return compact(out)  # kept in the group and the durable map: the compact form
 
 
 def _by_topic(entries: Any, what: str) -> dict[uuid.UUID, Any]:
     """Entries keyed by topic id; a topic listed twice is refused (module docstring)."""
     out: dict[uuid.UUID, Any] = {}
-    for entry in _seq(entries, what):
+    for entry in non_null(entries, what):
         if entry.topic_id in out:
             raise RecordDecodeError(f"{what}: topic {entry.topic_id} listed twice")
         out[entry.topic_id] = entry
@@ -350,7 +282,7 @@ def _by_topic(entries: Any, what: str) -> dict[uuid.UUID, Any]:
 
 def _read_init_topics(entries: Any, what: str) -> dict[uuid.UUID, InitTopic]:
     return {t: InitTopic(shared_str(e.topic_name),
-                         frozenset(int(p) for p in _seq(e.partitions, f"{what}.Partitions")))
+                         frozenset(int(p) for p in non_null(e.partitions, f"{what}.Partitions")))
             for t, e in _by_topic(entries, what).items()}
 
 
@@ -361,7 +293,7 @@ def _decode_member_metadata(v: Any) -> ShareGroupMemberMetadataValue:
     return ShareGroupMemberMetadataValue(
         rack_id=shared_opt(v.rack_id), client_id=shared_str(v.client_id),
         client_host=shared_str(v.client_host),
-        subscribed_topic_names=tuple(shared_str(t) for t in _seq(v.subscribed_topic_names,
+        subscribed_topic_names=tuple(shared_str(t) for t in non_null(v.subscribed_topic_names,
                                                                   what)))
 
 

@@ -19,22 +19,18 @@ the empty default: Kafka never writes one, and both mean "none recorded".
 Deliberately no ``from __future__ import annotations``: kio reads the field types at runtime.
 """
 
-import struct
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
-from coterie.common.limits import MAX_STRING_BYTES, shown, too_long
 from coterie.common.shared_table import shared_opt, shared_str
 from coterie.group.records.classic_codec import (
     RecordDecodeError,
     RecordEncodeError,
     UnknownRecordType,
-    prefixed,
     schema_field,
 )
 from coterie.group.records.classic_codec import (
@@ -43,6 +39,9 @@ from coterie.group.records.classic_codec import (
 from coterie.group.records.classic_codec import (
     read_version as _read_version,
 )
+from coterie.group.records.flexible_codec import encode_record, non_null
+from coterie.group.records.key_schemas import GroupKey as _GroupKey
+from coterie.group.records.key_schemas import MemberKey as _MemberKey
 from coterie.group.records.record import Record, RecordFamily
 from coterie.group.records.streams import (
     NO_EPOCHS,
@@ -99,32 +98,7 @@ def _tag(kafka_type: str | None, tag: int, default: Any) -> Any:
 
 
 # --------------------------------------------------------------------------------------------
-# Keys (non-flexible, version 0 of each key schema).
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _GroupKey:
-    """Types 17, 20 and 23: the group id alone."""
-
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    group_id: str = _f("string")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _MemberKey:
-    """Types 19, 21 and 22: group id and member id."""
-
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = False
-    group_id: str = _f("string")
-    member_id: str = _f("string")
-
-
-# --------------------------------------------------------------------------------------------
+# Keys: `key_schemas` (the group id, or the group id and a member id).
 # Values (flexible, version 0).
 # --------------------------------------------------------------------------------------------
 
@@ -410,44 +384,9 @@ def _key_entity(key: object) -> tuple[int, type, object]:
 # --------------------------------------------------------------------------------------------
 
 
-def _long_string(value: object) -> str | None:
-    """The first string in a schema entity (or a tuple of them) too long for Kafka to read."""
-    if isinstance(value, str):
-        return value if too_long(value) else None
-    if isinstance(value, tuple):
-        items: Iterable[object] = value
-    elif is_dataclass(value):
-        items = (getattr(value, f.name) for f in fields(value))
-    else:
-        return None
-    for item in items:
-        found = _long_string(item)
-        if found is not None:
-            return found
-    return None
-
-
-def _prefixed(version: int, schema_type: type, entity: object) -> bytes:
-    long = _long_string(entity)
-    if long is not None:
-        raise RecordEncodeError(f"a string longer than {MAX_STRING_BYTES} bytes in "
-                                f"{schema_type.__name__.lstrip('_')}: {shown(long)}")
-    return prefixed(version, schema_type, entity)
-
-
 def encode(record: Record) -> tuple[bytes, bytes | None]:
     """The (key, value) bytes of a streams-group record; a tombstone has value None."""
-    try:
-        key = _prefixed(*_key_entity(record.key))
-        if record.value is None:
-            return key, None
-        return key, _prefixed(VALUE_VERSION, *_value_entity(record.key, record.value))
-    except RecordEncodeError:
-        raise
-    except (SerialError, struct.error, ValueError, OverflowError, TypeError, AttributeError,
-            UnicodeEncodeError) as exc:
-        raise RecordEncodeError(
-            f"cannot encode {type(record.key).__name__} record: {exc}") from exc
+    return encode_record(record, _key_entity, _value_entity, VALUE_VERSION)
 
 
 # --------------------------------------------------------------------------------------------
@@ -455,25 +394,15 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
 # --------------------------------------------------------------------------------------------
 
 
-
-
-
-def _seq(items: Any, what: str) -> Any:
-    """A non-nullable array as read: kio hands back a null one as None."""
-    if items is None:
-        raise RecordDecodeError(f"{what} is null")
-    return items
-
-
 def _read_pairs(entries: Any, what: str) -> Pairs:
-    return tuple((e.key, e.value) for e in _seq(entries, what))
+    return tuple((e.key, e.value) for e in non_null(entries, what))
 
 
 def _read_tasks(entries: Any, what: str) -> Tasks:
     by_subtopology: dict[str, set[int]] = {}
-    for entry in _seq(entries, what):
+    for entry in non_null(entries, what):
         by_subtopology.setdefault(entry.subtopology_id, set()).update(
-            int(p) for p in _seq(entry.partitions, f"{what}.Partitions"))
+            int(p) for p in non_null(entry.partitions, f"{what}.Partitions"))
     return tasks(by_subtopology)
 
 
@@ -496,27 +425,27 @@ def _read_topic_infos(entries: Any, what: str) -> tuple[TopicInfo, ...]:
     return tuple(TopicInfo(name=i.name, partitions=int(i.partitions),
                            replication_factor=int(i.replication_factor),
                            topic_configs=_read_pairs(i.topic_configs, f"{what}.TopicConfigs"))
-                 for i in _seq(entries, what))
+                 for i in non_null(entries, what))
 
 
 def _read_subtopology(s: Any, what: str) -> Subtopology:
     return Subtopology(
         subtopology_id=s.subtopology_id,
-        source_topics=tuple(_seq(s.source_topics, f"{what}.SourceTopics")),
-        source_topic_regex=tuple(_seq(s.source_topic_regex, f"{what}.SourceTopicRegex")),
+        source_topics=tuple(non_null(s.source_topics, f"{what}.SourceTopics")),
+        source_topic_regex=tuple(non_null(s.source_topic_regex, f"{what}.SourceTopicRegex")),
         state_changelog_topics=_read_topic_infos(s.state_changelog_topics,
                                                  f"{what}.StateChangelogTopics"),
-        repartition_sink_topics=tuple(_seq(s.repartition_sink_topics,
+        repartition_sink_topics=tuple(non_null(s.repartition_sink_topics,
                                            f"{what}.RepartitionSinkTopics")),
         repartition_source_topics=_read_topic_infos(s.repartition_source_topics,
                                                     f"{what}.RepartitionSourceTopics"),
         copartition_groups=tuple(
             CopartitionGroup(
-                source_topics=tuple(int(i) for i in _seq(g.source_topics, what)),
-                source_topic_regex=tuple(int(i) for i in _seq(g.source_topic_regex, what)),
+                source_topics=tuple(int(i) for i in non_null(g.source_topics, what)),
+                source_topic_regex=tuple(int(i) for i in non_null(g.source_topic_regex, what)),
                 repartition_source_topics=tuple(
-                    int(i) for i in _seq(g.repartition_source_topics, what)))
-            for g in _seq(s.copartition_groups, f"{what}.CopartitionGroups")),
+                    int(i) for i in non_null(g.repartition_source_topics, what)))
+            for g in non_null(s.copartition_groups, f"{what}.CopartitionGroups")),
     )
 
 
@@ -581,7 +510,7 @@ def _decode_topology(v: Any) -> StreamsGroupTopologyValue:
     what = "StreamsGroupTopologyValue.Subtopologies"
     return StreamsGroupTopologyValue(
         epoch=int(v.epoch),
-        subtopologies=tuple(_read_subtopology(s, what) for s in _seq(v.subtopologies, what)))
+        subtopologies=tuple(_read_subtopology(s, what) for s in non_null(v.subtopologies, what)))
 
 
 _VALUES: Final[Mapping[int, tuple[str, type, Callable[[Any], object]]]] = {
