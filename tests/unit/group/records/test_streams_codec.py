@@ -408,5 +408,5 @@ def test_family_collides_with_no_other():
     assert codec.FAMILY.record_types == {17, 19, 20, 21, 22, 23}
     assert codec.FAMILY.key_types == STREAMS_RECORD_KEY_TYPES
     # Kafka 4.2's other coordinator record types: offsets and classic groups 0-2, consumer
-    # groups 3-8 and 16, share groups 9-15.
+    # groups 3-8 and 16, share groups 10-15 (9 is not in 4.2.1).
     assert codec.FAMILY.record_types.isdisjoint(range(17))
