@@ -34,6 +34,8 @@ from kio.serial.writers import write_int16
 from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
+from coterie.wire.bounds import check_entity
+
 MAX_SUBSCRIPTION_VERSION = 3
 MAX_ASSIGNMENT_VERSION = 3
 PROTOCOL_TYPE = "consumer"
@@ -102,7 +104,13 @@ def _read(name: str, data: bytes, max_version: int) -> Any:
         version, size = read_int16(bytes(data), 0)
         # Newer versions only append fields, so a reader of our newest version reads them
         # (Kafka's rule for these two schemas).
-        entity, _ = entity_reader(_schema(name, min(int(version), max_version)))(data, size)
+        schema = _schema(name, min(int(version), max_version))
+        # These bytes come from clients (JoinGroup metadata, a leader's SyncGroup
+        # assignments): every declared count is held against them first, since kio's native
+        # reader reserves an array's declared count and a count near 2**31 would abort the
+        # broker (`bounds`).
+        check_entity(data, size, schema)
+        entity, _ = entity_reader(schema)(data, size)
     except Exception as exc:
         raise ConsumerProtocolError(f"undecodable {name.replace('_', ' ')}: {exc}") from exc
     if int(version) < 0:

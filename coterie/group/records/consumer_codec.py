@@ -82,6 +82,7 @@ from coterie.group.records.key_schemas import GroupKey as _GroupKey
 from coterie.group.records.key_schemas import MemberKey as _MemberKey
 from coterie.group.records.partition_set import compact
 from coterie.group.records.record import Record, RecordFamily
+from coterie.wire.bounds import BoundsError, check_entity
 
 __all__ = ["CONSUMER_RECORD_TYPES", "VALUE_VERSION", "decode", "encode"]
 
@@ -426,6 +427,10 @@ def _read_classic(body: bytes, what: str) -> ClassicMemberMetadata | None:
         if n != len(body):
             raise RecordDecodeError(f"{what}: trailing bytes after a null ClassicMemberMetadata")
         return None
+    try:  # the declared counts held against the bytes first (`classic_codec.read_entity`)
+        check_entity(body, n, _ClassicMemberMetadata)
+    except BoundsError as exc:
+        raise RecordDecodeError(f"{what}: malformed ClassicMemberMetadata: {exc}") from exc
     entity, size = entity_reader(_ClassicMemberMetadata)(body, n)
     if n + size != len(body) or entity.supported_protocols is None:
         raise RecordDecodeError(f"{what}: malformed ClassicMemberMetadata")

@@ -96,6 +96,23 @@ def test_garbage_is_a_clear_error(garbage: bytes) -> None:
     assert subscribed_topics(garbage) == set()
 
 
+# A subscription (v1) declaring 2**31 - 1 topics, and an assignment (v0) whose one topic
+# declares 2**31 - 1 partitions, each with bytes after the count.
+HUGE_SUBSCRIPTION = b"\x00\x01" + b"\x7f\xff\xff\xff" + b"\x00" * 16
+HUGE_ASSIGNMENT = (b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\x7f\xff\xff\xff"
+                   + b"\x00" * 16)
+
+
+def test_a_declared_count_near_2_to_the_31_is_a_clear_error() -> None:
+    """These bytes come from clients (JoinGroup metadata, a leader's SyncGroup assignments).
+    kio's native reader reserves an array's declared count before reading an element, so
+    such a count aborted the whole broker; the bounds walk refuses it first."""
+    with pytest.raises(ConsumerProtocolError, match="array of 2147483647 elements"):
+        decode_subscription(HUGE_SUBSCRIPTION)
+    with pytest.raises(ConsumerProtocolError, match="array of 2147483647 elements"):
+        decode_assignment(HUGE_ASSIGNMENT)
+
+
 def test_empty_assignment_bytes_are_an_empty_assignment() -> None:
     assert decode_assignment(b"").partitions == frozenset()
 
