@@ -479,10 +479,11 @@ class ClusterNode:
         new partitions have leaders, a client may produce at once. The other brokers take
         their share at their next round (woken by NOTIFY, or at the latest a third of a lease
         later; a dead one's share moves once its registration ran out, a lease later), and
-        this broker learns of it at its own: three lease times, and at least 5 s on a loaded
-        machine, cover all of that. Past it the answer goes anyway (the partitions exist;
-        Metadata says LEADER_NOT_AVAILABLE until they have leaders)."""
-        deadline = time.monotonic() + max(5.0, 3 * self.ttl)
+        this broker learns of it at its own: three lease times cover all of that, and at
+        least 15 s on a loaded machine (5 s was seen to run out on a busy two-core machine;
+        clients' requests wait 30 s by default). Past it the answer goes anyway (the
+        partitions exist; Metadata says LEADER_NOT_AVAILABLE until they have leaders)."""
+        deadline = time.monotonic() + max(15.0, 3 * self.ttl)
         while time.monotonic() < deadline:
             ready = True
             for p in indexes:
