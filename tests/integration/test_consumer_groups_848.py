@@ -701,11 +701,14 @@ def test_offset_commit_and_fetch_check_the_member_epoch(kip848_broker: Any) -> N
 # -- 7. topic changes reach the group ----------------------------------------------------------
 
 
+@pytest.mark.parametrize("kip848_broker", ["coterie"], indirect=True)
 def test_topic_changes_bump_the_group_epoch(kip848_broker: Any) -> None:
     """A member subscribed with a regex: more partitions for a matching topic, a new
     matching topic, a deleted one and (coterie) one auto-created by a Metadata request
     (1 partition, num.partitions) each give the group a new epoch and the member a new
-    assignment, seen on its next heartbeats."""
+    assignment, seen on its next heartbeats. (Passed against Kafka 4.2.1 in every CI run
+    up to 2026-11-28; coterie only since, for the suite's time: Kafka's 10 s floor on the
+    regex refresh makes it 22 s there.)"""
     broker = kip848_broker
     prefix = _name("rx")
     first, second, third = f"{prefix}-a", f"{prefix}-b", f"{prefix}-c"

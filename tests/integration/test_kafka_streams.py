@@ -375,8 +375,12 @@ def test_wordcount_exactly_once_v2_through_instance_and_broker_kills(
             output.close()
 
 
+@pytest.mark.parametrize("streams_broker", ["coterie"], indirect=True)
 def test_wordcount_at_least_once_exact_then_nothing_lost_through_a_kill(
         streams_broker: Any, wordcount_classpath: str, tmp_path: Path) -> None:
+    # Passed against Kafka 4.2.1 in every CI run up to 2026-11-28 (26 s); coterie only
+    # since, for the suite's time (`pytest -k at_least_once` with "reference_kafka" added
+    # to the parametrize list runs it there again).
     broker = streams_broker
     source, a, b, output = _setup(broker, wordcount_classpath, "at_least_once", tmp_path)
     expected: Counter = Counter()
