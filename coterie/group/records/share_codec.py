@@ -40,6 +40,7 @@ from coterie.group.records.classic_codec import read_version as _read_version
 from coterie.group.records.flexible_codec import encode_record, non_null
 from coterie.group.records.key_schemas import GroupKey as _GroupKey
 from coterie.group.records.key_schemas import MemberKey as _MemberKey
+from coterie.group.records.key_schemas import key_entity
 from coterie.group.records.partition_set import compact
 from coterie.group.records.record import Record, RecordFamily
 from coterie.group.records.share import (
@@ -228,23 +229,18 @@ def _value_entity(key: object, value: object) -> tuple[type, object]:
         f"{type(value).__name__} cannot be the value of a {type(key).__name__}")
 
 
+_RECORD_TYPES: Final[dict[type, int]] = {
+    ShareGroupMetadataKey: SHARE_GROUP_METADATA,
+    ShareGroupTargetAssignmentMetadataKey: SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+    ShareGroupStatePartitionMetadataKey: SHARE_GROUP_STATE_PARTITION_METADATA,
+    ShareGroupMemberMetadataKey: SHARE_GROUP_MEMBER_METADATA,
+    ShareGroupTargetAssignmentMemberKey: SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    ShareGroupCurrentMemberAssignmentKey: SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+}
+
+
 def _key_entity(key: object) -> tuple[int, type, object]:
-    match key:
-        case ShareGroupMetadataKey(group_id=g):
-            return SHARE_GROUP_METADATA, _GroupKey, _GroupKey(group_id=g)
-        case ShareGroupTargetAssignmentMetadataKey(group_id=g):
-            return SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, _GroupKey, _GroupKey(group_id=g)
-        case ShareGroupStatePartitionMetadataKey(group_id=g):
-            return SHARE_GROUP_STATE_PARTITION_METADATA, _GroupKey, _GroupKey(group_id=g)
-        case ShareGroupMemberMetadataKey(group_id=g, member_id=m):
-            return SHARE_GROUP_MEMBER_METADATA, _MemberKey, _MemberKey(group_id=g, member_id=m)
-        case ShareGroupTargetAssignmentMemberKey(group_id=g, member_id=m):
-            return (SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, _MemberKey,
-                    _MemberKey(group_id=g, member_id=m))
-        case ShareGroupCurrentMemberAssignmentKey(group_id=g, member_id=m):
-            return (SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, _MemberKey,
-                    _MemberKey(group_id=g, member_id=m))
-    raise RecordEncodeError(f"not a share-group record key: {key!r}")
+    return key_entity(key, _RECORD_TYPES, "share-group")
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from coterie.group.records.classic_codec import (
 from coterie.group.records.flexible_codec import encode_record, non_null
 from coterie.group.records.key_schemas import GroupKey as _GroupKey
 from coterie.group.records.key_schemas import MemberKey as _MemberKey
+from coterie.group.records.key_schemas import key_entity
 from coterie.group.records.record import Record, RecordFamily
 from coterie.group.records.streams import (
     NO_EPOCHS,
@@ -360,23 +361,18 @@ def _value_entity(key: object, value: object) -> tuple[type, object]:
         f"{type(value).__name__} cannot be the value of a {type(key).__name__}")
 
 
+_RECORD_TYPES: Final[dict[type, int]] = {
+    StreamsGroupMetadataKey: STREAMS_GROUP_METADATA,
+    StreamsGroupTargetAssignmentMetadataKey: STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA,
+    StreamsGroupTopologyKey: STREAMS_GROUP_TOPOLOGY,
+    StreamsGroupMemberMetadataKey: STREAMS_GROUP_MEMBER_METADATA,
+    StreamsGroupTargetAssignmentMemberKey: STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    StreamsGroupCurrentMemberAssignmentKey: STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+}
+
+
 def _key_entity(key: object) -> tuple[int, type, object]:
-    match key:
-        case StreamsGroupMetadataKey(group_id=g):
-            return STREAMS_GROUP_METADATA, _GroupKey, _GroupKey(group_id=g)
-        case StreamsGroupTargetAssignmentMetadataKey(group_id=g):
-            return STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, _GroupKey, _GroupKey(group_id=g)
-        case StreamsGroupTopologyKey(group_id=g):
-            return STREAMS_GROUP_TOPOLOGY, _GroupKey, _GroupKey(group_id=g)
-        case StreamsGroupMemberMetadataKey(group_id=g, member_id=m):
-            return STREAMS_GROUP_MEMBER_METADATA, _MemberKey, _MemberKey(group_id=g, member_id=m)
-        case StreamsGroupTargetAssignmentMemberKey(group_id=g, member_id=m):
-            return (STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, _MemberKey,
-                    _MemberKey(group_id=g, member_id=m))
-        case StreamsGroupCurrentMemberAssignmentKey(group_id=g, member_id=m):
-            return (STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, _MemberKey,
-                    _MemberKey(group_id=g, member_id=m))
-    raise RecordEncodeError(f"not a streams-group record key: {key!r}")
+    return key_entity(key, _RECORD_TYPES, "streams-group")
 
 
 # --------------------------------------------------------------------------------------------
