@@ -35,10 +35,12 @@ test: test-venv postgresql
 	@# fetch them (tests that need them skip, naming the tool, without java or mvn).
 	@if command -v java >/dev/null && command -v mvn >/dev/null; then \
 		$(BIN)/python scripts/reference_kafka.py fetch >/dev/null; fi
-	@# The pure unit tests on both cores; then everything that talks to real servers, one
-	@# test at a time (timing-sensitive: clients, timeouts, JVMs).
+	@# The pure unit tests on both cores; then everything that talks to real servers, on
+	@# two workers too, a module at a time each (its module-scoped servers stay on one
+	@# worker). Those tests mostly wait on clients and timeouts: one worker left the
+	@# machine three-quarters idle (docs/benchmarks.md, "The suite's time").
 	$(BIN)/python -m pytest -q -ra --durations=10 -n 2 tests/unit
-	$(BIN)/python -m pytest -q -ra --durations=40 --ignore=tests/unit
+	$(BIN)/python -m pytest -q -ra --durations=40 -n 2 --dist loadfile --ignore=tests/unit
 
 lint: test-venv
 	$(BIN)/ruff check coterie tests benchmarks scripts
