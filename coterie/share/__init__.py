@@ -6,7 +6,11 @@ No I/O, no clock: time comes in as `now` (milliseconds). docs/share-partitions.m
 from coterie.share.codec import ShareRecordDecodeError, ShareRecordEncodeError, decode, encode
 from coterie.share.config import ShareConfig
 from coterie.share.inflight import AckBatch, AcquiredRange, RecordView
-from coterie.share.offset_reset import parse_duration_ms, resolve_start_offset
+from coterie.share.offset_reset import (
+    OffsetNotAvailable,
+    parse_duration_ms,
+    resolve_start_offset,
+)
 from coterie.share.partition import Outcome, SharePartition
 from coterie.share.records import (
     ShareSnapshotKey,
@@ -24,6 +28,7 @@ __all__ = [
     "AckBatch",
     "AckType",
     "AcquiredRange",
+    "OffsetNotAvailable",
     "Outcome",
     "RecordState",
     "RecordView",

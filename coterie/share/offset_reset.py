@@ -9,7 +9,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Final
 
-__all__ = ["parse_duration_ms", "resolve_start_offset"]
+__all__ = ["OffsetNotAvailable", "parse_duration_ms", "resolve_start_offset"]
 
 DEFAULT_STRATEGY: Final = "latest"  # GroupConfig.SHARE_AUTO_OFFSET_RESET_DEFAULT
 
@@ -19,6 +19,12 @@ _DURATION = re.compile(
     r"([-+]?)P(?:([-+]?[0-9]+)D)?"
     r"(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
     re.IGNORECASE)
+
+
+class OffsetNotAvailable(LookupError):
+    """by_duration found no record that recent: Kafka 4.2 fails the share partition's
+    initialization with OFFSET_NOT_AVAILABLE (ShareFetchUtils.offsetForTimestamp) and tries
+    again on the next fetch; the broker answers the same."""
 
 
 def parse_duration_ms(text: str) -> int:
@@ -45,9 +51,9 @@ def resolve_start_offset(strategy: str, *, log_start_offset: int, log_end_offset
     """The start offset of a new share partition.
 
     earliest: the log start; latest: the log end; by_duration:<d>: the first offset whose
-    timestamp is at or after `now - d` (`offset_for_timestamp`, ListOffsets' lookup), the log
-    end when there is none. ValueError for any other strategy (Kafka refuses it when the
-    config is set).
+    timestamp is at or after `now - d` (`offset_for_timestamp`, ListOffsets' lookup), and
+    `OffsetNotAvailable` when there is none, as in Kafka 4.2. ValueError for any other
+    strategy (Kafka refuses it when the config is set).
     """
     s = strategy.strip().lower()
     if s == "earliest":
@@ -57,5 +63,7 @@ def resolve_start_offset(strategy: str, *, log_start_offset: int, log_end_offset
     if s.startswith("by_duration:"):
         timestamp = now - parse_duration_ms(strategy.strip()[len("by_duration:"):])
         found = offset_for_timestamp(timestamp)
-        return log_end_offset if found is None else max(found, log_start_offset)
+        if found is None:
+            raise OffsetNotAvailable(f"no record at or after timestamp {timestamp}")
+        return max(found, log_start_offset)
     raise ValueError(f"unknown share.auto.offset.reset strategy {strategy!r}")

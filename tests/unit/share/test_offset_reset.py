@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coterie.share import parse_duration_ms, resolve_start_offset
+from coterie.share import OffsetNotAvailable, parse_duration_ms, resolve_start_offset
 
 HOUR = 3_600_000
 
@@ -31,8 +31,9 @@ def test_by_duration_looks_up_now_minus_the_duration():
     assert asked == [100 * HOUR - 90 * 60_000]
 
 
-def test_by_duration_with_no_record_that_recent_starts_at_the_end():
-    assert resolve("by_duration:P1D") == 90
+def test_by_duration_with_no_record_that_recent_is_offset_not_available():
+    with pytest.raises(OffsetNotAvailable):  # Kafka 4.2: OFFSET_NOT_AVAILABLE, retried
+        resolve("by_duration:P1D")
 
 
 def test_by_duration_never_starts_below_the_log_start():
