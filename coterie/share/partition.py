@@ -36,6 +36,7 @@ but a delivery cut short by the restart is not counted.
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,6 @@ from kio.schema.errors import ErrorCode
 
 from coterie.share.config import ShareConfig
 from coterie.share.inflight import AckBatch, AcquiredRange, InFlight, RecordView
-from coterie.share.persist import coalesce
 from coterie.share.records import (
     ShareSnapshotKey,
     ShareSnapshotValue,
@@ -52,6 +52,7 @@ from coterie.share.records import (
     ShareUpdateKey,
     ShareUpdateValue,
 )
+from coterie.share.state_batches import coalesce
 from coterie.share.states import ACK_TARGET, TRANSITIONS, AckType, RecordState
 
 __all__ = ["AckTuple", "Outcome", "SharePartition"]
@@ -100,7 +101,12 @@ class SharePartition:
         self.create_timestamp = create_timestamp
         self._start = start_offset
         self._next = start_offset
+        # Offsets start..next-1, in offset order: they are added at the end and removed from
+        # the front only, so iterating the dict needs no sort.
         self._window: dict[int, InFlight] = {}
+        # (deadline, offset) of every lock taken or renewed; an entry whose record no longer
+        # holds that deadline is stale and dropped when it reaches the top.
+        self._locks: list[tuple[int, int]] = []
         # The share coordinator's side: the snapshot updates apply to, how many since it.
         self.snapshot_epoch = 0
         self.updates_since_snapshot = 0
@@ -162,9 +168,9 @@ class SharePartition:
 
     def next_deadline(self) -> int | None:
         """The earliest lock deadline (for the broker's timer to call `expire`), None when no
-        record is acquired. A scan of the window: it holds at most `max_record_locks`."""
-        deadlines = [r.deadline for r in self._window.values() if r.deadline is not None]
-        return min(deadlines, default=None)
+        record is acquired."""
+        self._drop_stale_locks()
+        return self._locks[0][0] if self._locks else None
 
     def record(self, offset: int) -> RecordView | None:
         """The window's state of one offset, None outside the window."""
@@ -176,11 +182,11 @@ class SharePartition:
     def in_flight(self) -> list[RecordView]:
         """The whole window in offset order."""
         return [RecordView(o, r.state, r.delivery_count, r.member_id, r.deadline)
-                for o, r in sorted(self._window.items())]
+                for o, r in self._window.items()]
 
     def acquired_by(self, member_id: str) -> list[int]:
-        return sorted(o for o, r in self._window.items()
-                      if r.state is RecordState.ACQUIRED and r.member_id == member_id)
+        return [o for o, r in self._window.items()
+                if r.state is RecordState.ACQUIRED and r.member_id == member_id]
 
     def durable_view(self) -> tuple[int, tuple[tuple[int, RecordState, int], ...]]:
         """What a restart would rebuild: the SPSO and (offset, state, delivery count) of each
@@ -237,7 +243,7 @@ class SharePartition:
                 break
             self._move(r, RecordState.ACQUIRED)
             r.delivery_count += 1
-            r.member_id, r.deadline = member_id, deadline
+            self._lock(offset, r, member_id, deadline)
             taken.append((offset, r.delivery_count))
             if isolate and r.delivery_count == limit:
                 alone = True
@@ -246,7 +252,8 @@ class SharePartition:
             room = self.config.max_record_locks - self.in_flight_count
             count = min(max_records - len(taken), room, last - self._next + 1)
             for offset in range(self._next, self._next + max(count, 0)):
-                self._window[offset] = InFlight(RecordState.ACQUIRED, 1, member_id, deadline)
+                r = self._window[offset] = InFlight(RecordState.ACQUIRED, 1)
+                self._lock(offset, r, member_id, deadline)
                 taken.append((offset, 1))
             self._next += max(count, 0)
         return Outcome(acquired=_ranges(taken), records=tuple(records))
@@ -272,7 +279,7 @@ class SharePartition:
         for offset, ack in plan.items():
             r = self._window[offset]
             if ack is AckType.RENEW:
-                r.deadline = renewed_deadline
+                self._lock(offset, r, member_id, renewed_deadline)
                 continue
             target = ACK_TARGET[ack]
             if target is RecordState.AVAILABLE:
@@ -370,12 +377,28 @@ class SharePartition:
         self._move(r, target)
         r.member_id = r.deadline = None
 
+    def _lock(self, offset: int, r: InFlight, member_id: str, deadline: int) -> None:
+        r.member_id, r.deadline = member_id, deadline
+        heapq.heappush(self._locks, (deadline, offset))
+
+    def _drop_stale_locks(self) -> None:
+        while self._locks:
+            deadline, offset = self._locks[0]
+            r = self._window.get(offset)
+            if r is not None and r.deadline == deadline:
+                return
+            heapq.heappop(self._locks)
+
     def _expire(self, now: int) -> list[ShareStateRecord]:
         changed = []
-        for offset, r in sorted(self._window.items()):
-            if r.deadline is not None and r.deadline <= now:
-                self._end_lock(r, self._release_state(r))
-                changed.append(offset)
+        while True:
+            self._drop_stale_locks()
+            if not self._locks or self._locks[0][0] > now:
+                break
+            _, offset = heapq.heappop(self._locks)
+            r = self._window[offset]
+            self._end_lock(r, self._release_state(r))
+            changed.append(offset)
         return self._write(changed, now)
 
     def _advance_start(self) -> None:
@@ -415,7 +438,7 @@ class SharePartition:
     def _snapshot(self, now: int) -> ShareStateRecord:
         """The whole durable state (`durable_view`, without the offsets never written)."""
         self.updates_since_snapshot = 0
-        written = ((o, *r.persisted) for o, r in sorted(self._window.items())
+        written = ((o, *r.persisted) for o, r in self._window.items()
                    if r.persisted is not None)
         return ShareStateRecord(
             ShareSnapshotKey(self.group_id, self.topic_id, self.partition),

@@ -25,9 +25,9 @@ class Harness:
         self.sp, outcome = SharePartition.initialize("g", TOPIC, 0, start, now,
                                                      config=self.config, leader_epoch=3)
         self.log: list[tuple[bytes, bytes | None]] = []
-        self._keep(outcome)
+        self.keep(outcome)
 
-    def _keep(self, outcome: Outcome) -> Outcome:
+    def keep(self, outcome: Outcome) -> Outcome:
         for record in outcome.records:
             self.log.append(encode(record))
         return outcome
@@ -37,21 +37,21 @@ class Harness:
 
     def acquire(self, member: str, first: int, last: int, max_records: int = 500,
                 now: int = 0) -> list[tuple[int, int, int]]:
-        outcome = self._keep(self.sp.acquire(member, [(first, last)], max_records, now))
+        outcome = self.keep(self.sp.acquire(member, [(first, last)], max_records, now))
         assert not outcome.error, outcome
         return [(r.first_offset, r.last_offset, r.delivery_count) for r in outcome.acquired]
 
     def ack(self, member: str, *batches: tuple[int, int, list[int]], now: int = 0) -> Outcome:
-        return self._keep(self.sp.acknowledge(member, batches, now))
+        return self.keep(self.sp.acknowledge(member, batches, now))
 
     def release(self, member: str, now: int = 0) -> Outcome:
-        return self._keep(self.sp.release_member(member, now))
+        return self.keep(self.sp.release_member(member, now))
 
     def expire(self, now: int) -> Outcome:
-        return self._keep(self.sp.expire(now))
+        return self.keep(self.sp.expire(now))
 
     def log_start(self, offset: int, now: int = 0) -> Outcome:
-        return self._keep(self.sp.advance_log_start(offset, now))
+        return self.keep(self.sp.advance_log_start(offset, now))
 
     def restart(self) -> SharePartition:
         """The partition a new leader loads from the log; it replaces the live one."""

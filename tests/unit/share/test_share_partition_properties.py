@@ -81,7 +81,7 @@ def run(config: ShareConfig, steps) -> None:
             if first >= LOG_END:
                 continue
             last = min(first + length - 1, LOG_END - 1)
-            outcome = h._keep(sp.acquire(member, [(first, last)], max_records, now))
+            outcome = h.keep(sp.acquire(member, [(first, last)], max_records, now))
             assert outcome.error == ErrorCode.none
             assert outcome.acquired_count <= max_records
             event(f"acquired {'some' if outcome.acquired else 'none'}")
@@ -157,7 +157,8 @@ def check(h: Harness, model: Model) -> None:
     # The partition's holders are the model's: one member per record, locks as answered.
     assert {o: (v.member_id, v.deadline) for o, v in window.items()
             if v.state is RecordState.ACQUIRED} == model.holders
-    assert set(window) == set(range(sp.start_offset, sp.next_offset))
+    assert sp.next_deadline() == min((d for _, d in model.holders.values()), default=None)
+    assert list(window) == list(range(sp.start_offset, sp.next_offset))
     assert sp.in_flight_count <= h.config.max_record_locks
     # Nothing lost: whatever left the window was delivered for good or left the log.
     for offset in range(sp.start_offset):

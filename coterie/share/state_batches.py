@@ -1,12 +1,5 @@
-"""Which `__share_group_state` record an operation writes, as Kafka's share coordinator
-chooses (ShareCoordinatorShard): an update holding the changed state batches, except every
-`snapshot_update_records_per_snapshot + 1`-th write, which is a full snapshot so that replay
-never reads more than that many updates after one.
-
-The durable state of an offset is what was last written for it (`InFlight.persisted`); an
-ACQUIRED record is written only when its lock ends, so a snapshot holds it as its last
-written state or leaves it out.
-"""
+"""State batches, the ranges `__share_group_state` records hold: per-offset state folded into
+runs of consecutive offsets with one delivery state and one delivery count."""
 
 from __future__ import annotations
 
