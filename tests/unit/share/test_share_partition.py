@@ -4,6 +4,7 @@ from the written records."""
 
 from __future__ import annotations
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from coterie.share import (
@@ -274,3 +275,13 @@ def test_expiry_of_one_member_leaves_another_members_later_lock():
     h.expire(LOCK)
     assert h.sp.acquired_by("a") == [] and h.sp.acquired_by("b") == [5, 6, 7, 8, 9]
     assert h.sp.next_deadline() == 10_000 + LOCK
+
+
+def test_malformed_fetched_ranges_and_start_offsets_are_refused():
+    h = Harness()
+    outcome = h.sp.acquire("a", [(5, 3)], 10, 0)
+    assert outcome.error == ErrorCode.invalid_request and outcome.acquired == ()
+    assert h.sp.acquire("a", [], 10, 0).acquired == ()
+    assert h.sp.acquire("a", [(0, 9)], 0, 0).acquired == ()
+    with pytest.raises(ValueError):
+        Harness(start=-1)
