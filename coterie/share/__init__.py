@@ -22,11 +22,12 @@ from coterie.share.records import (
     tombstones,
 )
 from coterie.share.replay import ShareReplayError, replay
-from coterie.share.states import AckType, RecordState
+from coterie.share.states import AckType, AcquireMode, RecordState
 
 __all__ = [
     "AckBatch",
     "AckType",
+    "AcquireMode",
     "AcquiredRange",
     "OffsetNotAvailable",
     "Outcome",

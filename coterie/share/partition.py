@@ -53,7 +53,7 @@ from coterie.share.records import (
     ShareUpdateValue,
 )
 from coterie.share.state_batches import coalesce
-from coterie.share.states import ACK_TARGET, TRANSITIONS, AckType, RecordState
+from coterie.share.states import ACK_TARGET, TRANSITIONS, AckType, AcquireMode, RecordState
 
 __all__ = ["AckTuple", "Outcome", "SharePartition"]
 
@@ -206,7 +206,7 @@ class SharePartition:
     # ------------------------------------------------------------------------------------
 
     def acquire(self, member_id: str, fetched: Sequence[tuple[int, int]], max_records: int,
-                now: int) -> Outcome:
+                now: int, *, mode: AcquireMode = AcquireMode.RECORD_LIMIT) -> Outcome:
         """Acquire for `member_id` what the leader read: `fetched` is the (first, last) offsets
         of each batch it returned, read at `next_fetch_offset()`.
 
@@ -214,26 +214,31 @@ class SharePartition:
         then offsets past the window up to the last one read, as long as the window stays
         within `max_record_locks` offsets; offsets in a read range without a record
         (compacted, markers) are acquired too and acknowledged by the client as GAP, as in
-        Kafka. At most `max_records` records, counted exactly (Kafka's record_limit acquire
-        mode). A record on its last delivery (when the limit is above 2) is delivered alone,
-        as Kafka does, so that one poison record does not use up its neighbours' deliveries.
-        Nothing is written for an acquisition; `records` holds only expiries.
+        Kafka. RECORD_LIMIT: at most `max_records` records. BATCH_OPTIMIZED (Kafka's default,
+        the only mode of ShareFetch v1): the fetched batch in which either bound is reached is
+        still acquired to its end, as Kafka does, so the window may pass `max_record_locks` by
+        less than one batch. A record on its last delivery (when the limit is above 2) is
+        delivered alone, as Kafka does, so that one poison record does not use up its
+        neighbours' deliveries. Nothing is written for an acquisition; `records` holds only
+        expiries.
         """
         records = list(self._expire(now))
         if max_records <= 0 or not fetched:
             return Outcome(records=tuple(records))
-        first = min(f for f, _ in fetched)
-        last = max(b for _, b in fetched)
-        if first > last or any(f > b for f, b in fetched):
+        batches = sorted(fetched)
+        if any(f > b or f < 0 for f, b in batches):
             return Outcome(ErrorCode.invalid_request, f"bad fetched range in {list(fetched)}",
                            records=tuple(records))
+        first, last = batches[0][0], max(b for _, b in batches)
+        whole_batches = mode is AcquireMode.BATCH_OPTIMIZED
         deadline = now + self.config.record_lock_duration_ms
         limit = self.config.delivery_count_limit
         isolate = limit > 2
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
+        stop_after: int | None = None  # BATCH_OPTIMIZED: the end of the batch max_records hit
         alone = False
         for offset in range(max(first, self._start), min(last, self._next - 1) + 1):
-            if len(taken) >= max_records:
+            if len(taken) >= max_records and (stop_after is None or offset > stop_after):
                 break
             r = self._window[offset]
             if r.state is not RecordState.AVAILABLE:
@@ -248,9 +253,15 @@ class SharePartition:
             if isolate and r.delivery_count == limit:
                 alone = True
                 break
+            if whole_batches and stop_after is None and len(taken) >= max_records:
+                stop_after = _batch_end(batches, offset)
         if not alone and last >= self._next:
             room = self.config.max_record_locks - self.in_flight_count
             count = min(max_records - len(taken), room, last - self._next + 1)
+            if whole_batches and count > 0:
+                count = min(_batch_end(batches, self._next + count - 1), last) - self._next + 1
+            elif stop_after is not None and stop_after >= self._next:
+                count = min(stop_after, last) - self._next + 1
             for offset in range(self._next, self._next + max(count, 0)):
                 r = self._window[offset] = InFlight(RecordState.ACQUIRED, 1)
                 self._lock(offset, r, member_id, deadline)
@@ -461,6 +472,15 @@ def _ack_batch(b: AckBatch | AckTuple) -> AckBatch:
         return b
     first, last, types = b
     return AckBatch(first, last, tuple(types))
+
+
+def _batch_end(batches: list[tuple[int, int]], offset: int) -> int:
+    """The last offset of the fetched batch holding `offset` (`offset` itself in a gap
+    between batches): where BATCH_OPTIMIZED acquisition may stop."""
+    for first, last in batches:
+        if first <= offset <= last:
+            return last
+    return offset
 
 
 def _ranges(taken: list[tuple[int, int]]) -> tuple[AcquiredRange, ...]:

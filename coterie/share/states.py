@@ -39,6 +39,14 @@ class AckType(IntEnum):
     RENEW = 4  # KIP-1222 (Kafka 4.2, ShareAcknowledge v2): extends the lock, changes no state
 
 
+class AcquireMode(IntEnum):
+    """ShareFetch's ShareAcquireMode (v2, KIP-1206; v1 requests are BATCH_OPTIMIZED): whether
+    max_records may be exceeded to hand out the rest of the log batch it falls in."""
+
+    BATCH_OPTIMIZED = 0
+    RECORD_LIMIT = 1
+
+
 # Where an acknowledgement moves an ACQUIRED record. RENEW is absent: it keeps the record
 # ACQUIRED and only moves its lock deadline. RELEASE to AVAILABLE becomes ARCHIVED when the
 # record has used up its deliveries (`SharePartition._release_state`).

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.share import (
     AckType,
+    AcquireMode,
     RecordState,
     ShareConfig,
     ShareSnapshotValue,
@@ -285,3 +286,19 @@ def test_malformed_fetched_ranges_and_start_offsets_are_refused():
     assert h.sp.acquire("a", [(0, 9)], 0, 0).acquired == ()
     with pytest.raises(ValueError):
         Harness(start=-1)
+
+
+def test_batch_optimized_acquisition_finishes_the_batch_a_bound_falls_in():
+    h = Harness(ShareConfig(max_record_locks=8))
+    batches = [(0, 4), (5, 9), (10, 14)]
+    outcome = h.sp.acquire("a", batches, 7, 0, mode=AcquireMode.BATCH_OPTIMIZED)
+    assert [(r.first_offset, r.last_offset) for r in outcome.acquired] == [(0, 9)]
+    # The lock bound (8) fell in 5-9 too: the window passes it by less than one batch.
+    assert h.sp.in_flight_count == 10
+    assert h.sp.acquire("b", [(10, 14)], 7, 0, mode=AcquireMode.BATCH_OPTIMIZED).acquired == ()
+    h.ack("a", (0, 9, [RELEASE]))
+    outcome = h.sp.acquire("b", batches, 3, 0, mode=AcquireMode.BATCH_OPTIMIZED)
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in outcome.acquired] == [
+        (0, 4, 2)]
+    outcome = h.sp.acquire("c", batches, 3, 0)  # RECORD_LIMIT: exactly 3
+    assert [(r.first_offset, r.last_offset) for r in outcome.acquired] == [(5, 7)]

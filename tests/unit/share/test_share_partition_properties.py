@@ -20,15 +20,17 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from coterie.share import AckType, RecordState, ShareConfig, replay
+from coterie.share import AckType, AcquireMode, RecordState, ShareConfig, replay
 from tests.unit.share.harness import Harness
 
 LOG_END = 60
 LOCK = 1000
+BATCH = 4  # the longest log batch a fetch returns
 MEMBERS = ("a", "b", "c")
 
 acquire = st.tuples(st.just("acquire"), st.sampled_from(MEMBERS), st.integers(1, 12),
-                    st.integers(1, 15), st.booleans())
+                    st.integers(1, 15), st.booleans(), st.sampled_from(list(AcquireMode)),
+                    st.integers(1, BATCH))
 ack = st.tuples(st.just("ack"), st.sampled_from(MEMBERS), st.integers(0, 40),
                 st.integers(1, 6), st.lists(st.sampled_from(list(AckType)), min_size=1,
                                             max_size=6), st.sampled_from([True, True, False]))
@@ -76,14 +78,19 @@ def run(config: ShareConfig, steps) -> None:
         sp = h.sp
         kind = op[0]
         if kind == "acquire":
-            _, member, length, max_records, from_window = op
+            _, member, length, max_records, from_window, mode, size = op
             first = sp.next_fetch_offset() if not from_window else sp.start_offset
             if first >= LOG_END:
                 continue
             last = min(first + length - 1, LOG_END - 1)
-            outcome = h.keep(sp.acquire(member, [(first, last)], max_records, now))
+            fetched = [(f, min(f + size - 1, last)) for f in range(first, last + 1, size)]
+            h.expire(now)  # so that the window's size before acquiring is the one it sees
+            full, next_before = sp.in_flight_count >= config.max_record_locks, sp.next_offset
+            outcome = h.keep(sp.acquire(member, fetched, max_records, now, mode=mode))
             assert outcome.error == ErrorCode.none
-            assert outcome.acquired_count <= max_records
+            slack = size - 1 if mode is AcquireMode.BATCH_OPTIMIZED else 0
+            assert outcome.acquired_count <= max_records + slack
+            assert not full or sp.next_offset == next_before  # no new record past the bound
             event(f"acquired {'some' if outcome.acquired else 'none'}")
             for r in outcome.acquired:
                 for offset in range(r.first_offset, r.last_offset + 1):
@@ -159,7 +166,7 @@ def check(h: Harness, model: Model) -> None:
             if v.state is RecordState.ACQUIRED} == model.holders
     assert sp.next_deadline() == min((d for _, d in model.holders.values()), default=None)
     assert list(window) == list(range(sp.start_offset, sp.next_offset))
-    assert sp.in_flight_count <= h.config.max_record_locks
+    assert sp.in_flight_count <= h.config.max_record_locks + BATCH - 1
     # Nothing lost: whatever left the window was delivered for good or left the log.
     for offset in range(sp.start_offset):
         assert model.done(offset), (offset, sp.start_offset)
