@@ -331,6 +331,20 @@ class SharePartition:
         records.extend(self._write((), now, force=True))
         return Outcome(records=tuple(records))
 
+    def reset(self, start_offset: int, now: int) -> Outcome:
+        """Start over at `start_offset` (AlterShareGroupOffsets, or DeleteShareGroupOffsets
+        with a new start): a new state epoch, an empty window (the group has no members, which
+        the group coordinator checks, so no lock is taken from anyone) and a snapshot with the
+        next snapshot epoch, as Kafka's InitializeShareGroupState writes."""
+        if start_offset < 0:
+            raise ValueError(f"start offset {start_offset} is negative")
+        self.state_epoch += 1
+        self.snapshot_epoch += 1
+        self.create_timestamp = now
+        self._start = self._next = start_offset
+        self._window, self._locks = {}, []
+        return Outcome(records=(self._snapshot(now),))
+
     # ------------------------------------------------------------------------------------
     # Transitions.
     # ------------------------------------------------------------------------------------

@@ -302,3 +302,17 @@ def test_batch_optimized_acquisition_finishes_the_batch_a_bound_falls_in():
         (0, 4, 2)]
     outcome = h.sp.acquire("c", batches, 3, 0)  # RECORD_LIMIT: exactly 3
     assert [(r.first_offset, r.last_offset) for r in outcome.acquired] == [(5, 7)]
+
+
+def test_a_reset_starts_over_with_a_new_state_epoch_and_snapshot():
+    h = Harness()
+    h.acquire("a", 0, 9)
+    h.ack("a", (0, 4, [ACCEPT]))
+    outcome = h.sp.reset(100, 5000)
+    h.keep(outcome)
+    [record] = outcome.records
+    assert record.value == ShareSnapshotValue(1, 1, 3, 100, 5000, 5000, (), 0)
+    assert (h.sp.start_offset, h.sp.next_offset, h.sp.next_deadline()) == (100, 100, None)
+    assert h.ack("a", (5, 9, [ACCEPT])).error == ErrorCode.none  # below the start: done
+    assert h.restart().durable_view() == (100, ())
+    assert h.sp.state_epoch == 1
