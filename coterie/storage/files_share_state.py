@@ -205,14 +205,15 @@ class FilesShareStateStore:
         return entries
 
     async def partitions_of(self, group_id: str) -> list[TopicIdPartition]:
+        group_dir = self._group_dir(group_id)
         try:
-            names = [p.name for p in self._group_dir(group_id).iterdir()]
+            names = [p.name for p in group_dir.iterdir()]
         except FileNotFoundError:
             return []
         found = []
         for name in names:
             match = _FILE_NAME.fullmatch(name)
-            if match is not None and _has_state(self._group_dir(group_id) / name):
+            if match is not None and _has_state(group_dir / name):
                 found.append(TopicIdPartition(uuid.UUID(match["topic"]),
                                               int(match["partition"])))
         return sorted(found)
