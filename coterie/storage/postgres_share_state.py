@@ -15,9 +15,11 @@ Why this shape (docs/share-state-storage.md has the long form):
   upsert of that row, which also locks it, so two writers of one partition (two write
   connections of one leader) are ordered rather than racing for a number. Entries load in
   sequence order, with one index range scan.
-- **Replace is delete and append in one transaction.** Deleting the `share_states` row
-  deletes its entries (ON DELETE CASCADE), then the new entries are written from sequence
-  0; readers see the old list or the new one, never a mix.
+- **Replace is append, then delete what came before, in one transaction.** The append
+  locks the partition's `share_states` row first, so an append through another connection
+  is wholly before the replace (and deleted by it) or wholly after; the delete, a statement
+  of its own, sees every entry committed before. Readers see the old list or the new one,
+  never a mix.
 - **Rows are keyed by the SHA-256 of the group id**, since a group id may be longer than a
   btree index entry can be; the id itself is kept once per partition with state.
 
@@ -51,7 +53,7 @@ FOR SHARE OF l FOR KEY SHARE OF p
 """
 
 # Number the entries after the ones stored (creating the partition's row, or locking it and
-# advancing its counter) and insert them, in one statement.
+# advancing its counter) and insert them, in one statement; answers the first one's number.
 _APPEND = """
 WITH head AS (
     INSERT INTO share_states AS s (group_key, topic_id, partition, group_id, next_seq)
@@ -60,10 +62,21 @@ WITH head AS (
     ON CONFLICT (group_key, topic_id, partition)
         DO UPDATE SET next_seq = s.next_seq + EXCLUDED.next_seq
     RETURNING s.next_seq - %(count)s::bigint AS first_seq
+), written AS (
+    INSERT INTO share_state_entries (group_key, topic_id, partition, seq, data)
+    SELECT %(key)s, %(topic_id)s::uuid, %(partition)s::integer, head.first_seq + e.n - 1,
+           e.data
+    FROM head, unnest(%(data)s::bytea[]) WITH ORDINALITY AS e (data, n)
 )
-INSERT INTO share_state_entries (group_key, topic_id, partition, seq, data)
-SELECT %(key)s, %(topic_id)s::uuid, %(partition)s::integer, head.first_seq + e.n - 1, e.data
-FROM head, unnest(%(data)s::bytea[]) WITH ORDINALITY AS e (data, n)
+SELECT first_seq FROM head
+"""
+
+# What a replace's new entries replace: every entry numbered before them. A statement of its
+# own, after _APPEND locked the partition's row: it sees every append committed before.
+_DELETE_BEFORE = """
+DELETE FROM share_state_entries
+WHERE group_key = %(key)s AND topic_id = %(topic_id)s::uuid AND partition = %(partition)s::integer
+  AND seq < %(first)s::bigint
 """
 
 _DELETE_PARTITION = """
@@ -118,17 +131,22 @@ class PostgresShareStateStore:
     async def replace(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
                       lease: Lease) -> None:
         """Make `entries` the whole stored list, in one transaction conditional on `lease`
-        (as `append`): the partition's row goes with its entries, and the new ones are
-        written from sequence 0."""
+        (as `append`): appended, which locks the partition's row (so an append of another
+        connection comes wholly before or after), then every entry before them deleted.
+        With no entries, the partition's row goes, and its entries with it."""
         params = _params(group_id, tp)
         check_lease(tp, lease)
         data = [bytes(e) for e in entries]
         async with self._db.transaction() as conn:
             await _lock(conn, tp, lease)
-            await conn.execute(_DELETE_PARTITION, params)
-            if data:
-                await conn.execute(_APPEND, {**params, "group_id": group_id,
-                                             "count": len(data), "data": data})
+            if not data:
+                await conn.execute(_DELETE_PARTITION, params)
+                return
+            cur = await conn.execute(_APPEND, {**params, "group_id": group_id,
+                                               "count": len(data), "data": data})
+            row = await cur.fetchone()
+            assert row is not None
+            await conn.execute(_DELETE_BEFORE, {**params, "first": row[0]})
 
     async def delete(self, group_id: str, tp: TopicIdPartition | None = None) -> None:
         """Drop the group's state on `tp`, or on every partition: one statement, no lease

@@ -419,6 +419,63 @@ def test_two_connections_of_one_leader_append_in_turn(pg_dsn: str) -> None:
     asyncio.run(scenario())
 
 
+def test_a_replace_racing_with_appends_never_mixes_the_lists(pg_dsn: str) -> None:
+    """Snapshots (and deletions) through one connection, updates through another: the
+    stored list is always the last snapshot followed by updates, whole and in order; an
+    update committed before the snapshot never survives it, one committed after is never
+    lost."""
+
+    async def scenario() -> None:
+        a, b, r = await open_db(pg_dsn), await open_db(pg_dsn), await open_db(pg_dsn)
+        try:
+            (tp,), (lease,) = await topic_with_leases(a)
+            snapshots, updates = PostgresShareStateStore(a), PostgresShareStateStore(b)
+            reader = PostgresShareStateStore(r)
+            seen: list[list[bytes]] = []
+            done = asyncio.Event()
+
+            async def snapshot_writer() -> None:
+                for i in range(40):
+                    if i % 10 == 5:
+                        await snapshots.delete("g", tp)  # an administrator's, unfenced
+                    elif i % 10 == 7:
+                        await snapshots.replace("g", tp, [], lease)
+                    else:
+                        await snapshots.replace("g", tp, [b"s%03d" % i], lease)
+                done.set()
+
+            acked = 0
+
+            async def update_writer() -> None:
+                nonlocal acked
+                while not done.is_set():
+                    await updates.append("g", tp, [b"u%05d" % acked, b"u%05d'" % acked],
+                                         lease)
+                    acked += 1
+
+            async def watcher() -> None:
+                while not done.is_set():
+                    seen.append(await reader.load("g", tp))
+
+            await asyncio.gather(snapshot_writer(), update_writer(), watcher())
+            seen.append(await reader.load("g", tp))
+            for stored in seen:
+                rest = stored[1:] if stored and stored[0].startswith(b"s") else stored
+                # The updates since the snapshot: whole appends, in order, none missing
+                # between the first and the last.
+                first = int(rest[0][1:6]) if rest else 0
+                assert rest == [x for i in range(first, first + len(rest) // 2)
+                                for x in (b"u%05d" % i, b"u%05d'" % i)], stored
+            assert seen[-1][0] == b"s039"
+            # ... and the last one acknowledged is there.
+            assert seen[-1][-1] == b"u%05d'" % (acked - 1) or len(seen[-1]) == 1
+        finally:
+            for db in (a, b, r):
+                await db.close()
+
+    asyncio.run(scenario())
+
+
 def test_reads_and_deletes_need_no_lease_and_unknown_partitions_are_refused(
         pg_dsn: str, tmp_path: Path) -> None:
     async def scenario(c: Ctx) -> None:
