@@ -693,6 +693,17 @@ def test_appends_are_synced_per_the_policy(tmp_path: Path,
     assert synced == [str(path.with_name(f"{tp.topic_id}-1.state")), str(path.parent)]
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=300).filter(lambda g: "\0" not in g),
+                min_size=2, max_size=2, unique=True))
+def test_group_directory_names_are_safe_and_distinct(groups: list[str]) -> None:
+    names = [group_dir_name(g) for g in groups]
+    for name in names:
+        assert re.fullmatch(r"[a-z0-9_]{1,24}-[0-9a-f]{32}", name), name
+        assert len(name.encode()) <= 57
+    assert names[0] != names[1]
+
+
 def test_the_layout_on_disk(tmp_path: Path) -> None:
     """share-state/<group dir>/<topic id>-<partition>.state, with the group's id beside its
     partitions' files; a group gone leaves no directory, and a deletion a crash interrupted
