@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coterie.common.limits import MAX_STRING_BYTES
+from coterie.log.manager import LogManager
 from coterie.storage import leases
 from coterie.storage.api import Lease, Resource, TopicIdPartition
 from coterie.storage.database import Database
@@ -691,6 +692,19 @@ def test_appends_are_synced_per_the_policy(tmp_path: Path,
     asyncio.run(eager.append("g", TopicIdPartition(tp.topic_id, 1), [b"new file"],
                              Lease(Resource.partition(TopicIdPartition(tp.topic_id, 1)), 1, 1)))
     assert synced == [str(path.with_name(f"{tp.topic_id}-1.state")), str(path.parent)]
+
+
+def test_the_log_manager_leaves_the_share_state_directory_alone(tmp_path: Path) -> None:
+    """The data directory is shared with the topics' partition directories; opening it as a
+    log (which removes orphan partition directories) keeps `share-state` and its files."""
+    h = _files(tmp_path)
+    h.run(lambda c: c.store.append("g-0", c.tp, [b"s"], c.lease()))
+    for i in range(2):  # the second open is a restart, looking for orphans
+        logs = LogManager.open(tmp_path / "data", {}, 0)
+        if i == 0:
+            logs.create_topic("share", 1, {}, 0)  # "share-0" beside "share-state"
+        logs.close()
+    h.run(lambda c: _expect(c, {("g-0", h.tps[0]): [b"s"]}))
 
 
 @settings(max_examples=300, deadline=None)
