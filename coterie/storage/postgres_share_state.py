@@ -151,23 +151,26 @@ class PostgresShareStateStore:
     async def delete(self, group_id: str, tp: TopicIdPartition | None = None) -> None:
         """Drop the group's state on `tp`, or on every partition: one statement, no lease
         (an administrator's action). A writer in flight on the partition is waited for."""
+        if tp is None:
+            statement, params = _DELETE_GROUP, {"key": group_key(group_id)}
+        else:
+            statement, params = _DELETE_PARTITION, _params(group_id, tp)
         async with self._db.session() as conn:
-            if tp is None:
-                await conn.execute(_DELETE_GROUP, {"key": group_key(group_id)})
-            else:
-                await conn.execute(_DELETE_PARTITION, _params(group_id, tp))
+            await conn.execute(statement, params)
 
     # -------------------------------------------------------------------------- reading
 
     async def load(self, group_id: str, tp: TopicIdPartition) -> list[bytes]:
+        params = _params(group_id, tp)
         async with self._db.session() as conn:
-            cur = await conn.execute(_LOAD, _params(group_id, tp))
+            cur = await conn.execute(_LOAD, params)
             rows = await cur.fetchall()
         return [bytes(r[0]) for r in rows]
 
     async def partitions_of(self, group_id: str) -> list[TopicIdPartition]:
+        key = group_key(group_id)
         async with self._db.session() as conn:
-            cur = await conn.execute(_PARTITIONS_OF, {"key": group_key(group_id)})
+            cur = await conn.execute(_PARTITIONS_OF, {"key": key})
             rows = await cur.fetchall()
         return sorted(TopicIdPartition(t, p) for t, p in rows)
 
