@@ -22,6 +22,11 @@ Modules, each named for what it holds:
   unload).
 - `group_commit.py`: appends arriving together share one transaction.
 - `files_log.py`: the local file log (coterie.log) behind the same seam, for one broker.
+- `share_state.py`: the seam for KIP-932 share partitions' durable state (opaque entries per
+  group and partition, written by the partition's leader under its lease), with
+  `postgres_share_state.py` (the `share_states` and `share_state_entries` tables) and
+  `files_share_state.py` (files in the data directory, one broker) behind it
+  (docs/share-state-storage.md).
 - `lease_table.py`: the lease rule of `leases.py` in memory, with the time passed in (the
   fault simulation of brokers and leases drives it); `tenure.py`: what one broker believes
   it owns (never longer than the database does) and which live broker should own what

@@ -17,10 +17,12 @@ on Kafka.
 
 from __future__ import annotations
 
+import psycopg
+
 from coterie.storage.api import Lease, Resource
 from coterie.storage.database import Database
 
-__all__ = ["acquire", "holder", "release", "renew", "renew_all"]
+__all__ = ["acquire", "holder", "lost_because", "release", "renew", "renew_all"]
 
 _ACQUIRE = """
 INSERT INTO leases AS l (kind, name, owner, epoch, expires_at)
@@ -112,6 +114,22 @@ async def live_leases(db: Database) -> dict[Resource, Lease]:
             "WHERE owner IS NOT NULL AND expires_at > clock_timestamp()")
         rows = await cur.fetchall()
     return {Resource(k, n): Lease(Resource(k, n), int(o), int(e)) for k, n, o, e in rows}
+
+
+async def lost_because(conn: psycopg.AsyncConnection, lease: Lease) -> str:
+    """What became of a lease a write presented and was refused for, in the words of
+    LeaseLost's message ("nobody holds it", "it was released at epoch 3", "now node 2 at
+    epoch 4 (live)"), read on `conn` inside the refused write's transaction."""
+    cur = await conn.execute(
+        "SELECT owner, epoch, expires_at > clock_timestamp() FROM leases "
+        "WHERE kind = %s AND name = %s", (lease.resource.kind, lease.resource.name))
+    row = await cur.fetchone()
+    if row is None:
+        return "nobody holds it"
+    if row[0] is None:
+        return f"it was released at epoch {row[1]}"
+    state = "live" if row[2] else "expired"
+    return f"now node {row[0]} at epoch {row[1]} ({state})"
 
 
 def _check_ttl(ttl: float) -> None:

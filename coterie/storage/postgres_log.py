@@ -44,6 +44,7 @@ from coterie.storage.api import (
 from coterie.storage.batch_rows import BatchRow, Tail, number_batches
 from coterie.storage.database import Database
 from coterie.storage.errors import Diverged, LeaseLost, OffsetOutOfRange, UnknownPartition
+from coterie.storage.leases import lost_because
 from coterie.wire.record_batch import batch_headers
 
 __all__ = ["PostgresLog"]
@@ -278,17 +279,7 @@ class PostgresLog:
                                  (tp.topic_id, tp.partition))
         if await cur.fetchone() is None:
             raise UnknownPartition(f"no partition {tp}")
-        cur = await conn.execute(
-            "SELECT owner, epoch, expires_at > clock_timestamp() FROM leases "
-            "WHERE kind = %s AND name = %s", (lease.resource.kind, lease.resource.name))
-        row = await cur.fetchone()
-        if row is None:
-            now = "nobody holds it"
-        elif row[0] is None:
-            now = f"it was released at epoch {row[1]}"
-        else:
-            state = "live" if row[2] else "expired"
-            now = f"now node {row[0]} at epoch {row[1]} ({state})"
+        now = await lost_because(conn, lease)
         raise LeaseLost(f"node {lease.owner} no longer holds the lease on {lease.resource} at "
                         f"epoch {lease.epoch} ({now}); nothing was written"
                         + (f" for {len(missing)} partitions" if len(missing) > 1 else ""))

@@ -21,6 +21,8 @@ The reasons behind each table and index are in docs/storage-postgresql.md; in sh
 - `leases` and `brokers`: who serves what, until when (database time), at which epoch.
 - `producer_id_blocks`: the blocks of producer ids handed to brokers, never twice.
 - `cluster`: the cluster id every broker on the database answers with.
+- `share_states` and `share_state_entries`: the durable state of KIP-932 share partitions,
+  per group and partition, as the opaque entries its leader wrote.
 """
 
 from __future__ import annotations
@@ -178,12 +180,44 @@ CREATE TABLE acls (
 );
 """
 
+# KIP-932 share partitions' durable state (coterie.storage.postgres_share_state), written by
+# the leader of the data partition under its lease. `share_states` has one row per (group,
+# partition) with state: the group's id and the next entry's sequence number; appends lock
+# it (an upsert), which orders them, and deleting it deletes the entries (ON DELETE
+# CASCADE), as deleting the topic deletes it. `share_state_entries` has one row per entry,
+# its opaque bytes. Both are keyed by the SHA-256 of the group id's UTF-8 (`group_key`), not
+# the id: a group id may be 32,767 bytes, past what a btree index entry can hold.
+_V6 = """
+CREATE TABLE share_states (
+    group_key bytea NOT NULL CHECK (length(group_key) = 32),
+    topic_id  uuid NOT NULL,
+    partition integer NOT NULL,
+    group_id  text NOT NULL,
+    next_seq  bigint NOT NULL CHECK (next_seq >= 0),
+    PRIMARY KEY (group_key, topic_id, partition),
+    FOREIGN KEY (topic_id, partition) REFERENCES partitions ON DELETE CASCADE
+);
+-- Deleting a topic finds its partitions' share states.
+CREATE INDEX share_states_by_partition ON share_states (topic_id, partition);
+
+CREATE TABLE share_state_entries (
+    group_key bytea NOT NULL,
+    topic_id  uuid NOT NULL,
+    partition integer NOT NULL,
+    seq       bigint NOT NULL CHECK (seq >= 0),
+    data      bytea NOT NULL,
+    PRIMARY KEY (group_key, topic_id, partition, seq),
+    FOREIGN KEY (group_key, topic_id, partition) REFERENCES share_states ON DELETE CASCADE
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "topics, partitions, batches, brokers, leases, producer-id blocks", _V1),
     Migration(2, "the cluster's id", _V2),
     Migration(3, "groups' own configs and the cluster-wide broker configs", _V3),
     Migration(4, "each broker's listeners", _V4),
     Migration(5, "SCRAM credentials and ACLs", _V5),
+    Migration(6, "share partitions' state", _V6),
 )
 
 

@@ -14,7 +14,7 @@ from coterie.storage.schema import MIGRATIONS, Migration, latest_version
 
 TABLES = {"topics", "partitions", "batches", "brokers", "leases", "producer_id_blocks",
           "cluster", "group_configs", "cluster_broker_configs", "schema_version",
-          "scram_credentials", "acls"}
+          "scram_credentials", "acls", "share_states", "share_state_entries"}
 
 
 async def _tables(conn: psycopg.AsyncConnection) -> set[str]:
