@@ -275,6 +275,7 @@ class ClientConnection(Connection):
         broker.poller.remove(fd)
         os.close(fd)
         broker.connections.remove(self)
+        broker.connection_gone(self)
         sent = self.sent
         if sent is not None and not sent.done():
             sent.set_exception(ConnectionResetError("connection closed"))

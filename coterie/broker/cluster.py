@@ -134,6 +134,7 @@ class ClusterNode:
         self.db: Database | None = None  # rounds, topics, producer ids
         self.writes: Database | None = None  # group commits
         self.reads: Database | None = None  # copies of partitions taken over
+        self.shares: Database | None = None  # share partitions' state (KIP-932)
         self.store: PostgresLog | None = None
         # The write lanes: one connection and its group commits each; a partition's appends
         # always go through the same lane (`_lane`), so they stay in order, and lanes hold
@@ -198,6 +199,7 @@ class ClusterNode:
             self.writes = await Database.connect(self.dsn, settings=idle, **named)
             self._lanes = [self.writes]
             self.reads = await Database.connect(self.dsn, settings=idle, **named)
+            self.shares = await Database.connect(self.dsn, settings=idle, **named)
             for _ in range(self.write_connections - 1):
                 self._lanes.append(await Database.connect(self.dsn, settings=idle, **named))
         except psycopg.Error as e:
@@ -353,7 +355,7 @@ class ClusterNode:
         assert self.membership is not None and self.db is not None
         news = False
         try:
-            for db in (self.db, self.reads, *self._lanes):
+            for db in (self.db, self.reads, self.shares, *self._lanes):
                 if db is not None and db.broken:
                     await db.reconnect()
             await self._end_stalled_sessions()
@@ -956,7 +958,7 @@ class ClusterNode:
         await self.close()
 
     async def close(self) -> None:
-        for db in (self.db, self.reads, *self._lanes):
+        for db in (self.db, self.reads, self.shares, *self._lanes):
             if db is not None:
                 with contextlib.suppress(Exception):
                     await db.close()

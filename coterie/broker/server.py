@@ -64,6 +64,8 @@ from coterie.broker.sasl import SaslState, sasl_settings
 from coterie.broker.scram import ScramCredential
 from coterie.broker.scram_credentials import Plan, ScramCredentials
 from coterie.broker.services import ApiRange, Services
+from coterie.broker.share_partitions import SharePartitions, broker_int
+from coterie.broker.share_sessions import ShareSessions
 from coterie.broker.sockets import Listener, LoopPoller, Poller, make_poller
 from coterie.broker.ssl_principal import principal_mapper
 from coterie.broker.steady_answers import SteadyAnswers
@@ -77,6 +79,8 @@ from coterie.common.shared_table import shared_str
 from coterie.log.errors import InvalidConfigError
 from coterie.log.files import unlink_all
 from coterie.log.manager import LogManager, TopicInfo
+from coterie.storage.files_share_state import FilesShareStateStore
+from coterie.storage.postgres_share_state import PostgresShareStateStore
 from coterie.wire.build import build, field_names
 from coterie.wire.codec import (
     DecodeError,
@@ -243,6 +247,13 @@ class Broker:
             scram_credentials=self.scram_credentials,
             authorizer=self.authorizer,
             cluster=cluster)
+        # KIP-932: share sessions, and the share partitions this broker leads with their
+        # state kept beside the partitions (local files, or the cluster's database).
+        self.services.share_sessions = ShareSessions(
+            broker_int(config, "group.share.max.share.sessions"))
+        share_store = (FilesShareStateStore(config.data_dir) if cluster is None
+                       else PostgresShareStateStore(cluster.shares))
+        self.services.share_partitions = SharePartitions(self.services, share_store)
         self._listeners: list[Listener] = []
         self.poller: Poller | LoopPoller | None = None
         self._stopped: asyncio.Future | None = None
@@ -493,6 +504,24 @@ class Broker:
                 log.exception("housekeeping failed")
 
     # -- connections ---------------------------------------------------------------------
+    def connection_gone(self, conn: Any) -> None:
+        """A client connection closed: the share sessions it opened end, and their members'
+        acquired records are released at once (as Kafka 4.2 does)."""
+        gone = self.services.share_sessions.disconnected(conn)
+        if gone:
+            task = asyncio.get_running_loop().create_task(self._release_sessions(gone))
+            self._tasks.append(task)
+            task.add_done_callback(self._tasks.remove)
+
+    async def _release_sessions(self, sessions: list[Any]) -> None:
+        for session in sessions:
+            try:
+                await self.services.share_partitions.release_member(session.group_id,
+                                                                    session.member_id)
+            except Exception:
+                log.exception("releasing the records of share member %s failed",
+                              session.member_id)
+
     def _close_idle(self) -> None:
         for conn in self.connections.idle(time.monotonic()):
             log.info("closing connection from %s: idle for more than "

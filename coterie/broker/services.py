@@ -57,6 +57,10 @@ class Services:
     # A cluster broker's part in its cluster (coterie.broker.cluster.ClusterNode); None on a
     # single broker.
     cluster: Any = None
+    # KIP-932: the share sessions (coterie.broker.share_sessions.ShareSessions) and the
+    # share partitions this broker leads (coterie.broker.share_partitions.SharePartitions).
+    share_sessions: Any = None
+    share_partitions: Any = None
     # Each listener's advertised (host, port), by listener name (coterie.broker.listeners),
     # once the broker listens: what a client that came in on it is told.
     addresses: dict[str, tuple[str, int]] = field(default_factory=dict)

@@ -1,0 +1,378 @@
+"""The share partitions this broker leads (KIP-932): loaded, driven, persisted, timed.
+
+Why here: a share partition's state (coterie.share.SharePartition, pure) belongs with the
+leader of its topic partition, which reads the records it hands out. This module gives each
+(group, topic, partition) one such state machine, and does the I/O around it:
+
+- **Loading.** On first use, the state is replayed from the share-state store
+  (coterie.storage.share_state: local files, or PostgreSQL in a cluster). With nothing
+  stored, the share partition starts where the group's `share.auto.offset.reset` says
+  (latest by default, as Kafka's) and its first snapshot is written. A cluster broker that
+  finds the partition's lease at another epoch than the state it holds was not the leader
+  all along: it drops the state and loads it again (another broker may have written since).
+- **One operation at a time per share partition**, each followed by the durable write of
+  what it changed (`Outcome.records`), before the caller answers anyone: nothing is told to a
+  client before it is durable. The write is conditional on the partition's lease (a broker
+  that lost it writes nothing: NOT_LEADER_OR_FOLLOWER). A failed write leaves the in-memory
+  state ahead of the stored one, so the state is dropped and loaded again next time.
+- **Lock expiry.** One timer task sleeps until the earliest lock deadline of all share
+  partitions, expires what is due, writes it, and wakes the share fetches waiting on those
+  partitions (released records are news to them).
+- **Members going.** A member whose share session ends, or who leaves the group, has its
+  acquired records released at once.
+
+Decision (docs/share-groups.md): coterie has no separate share coordinator. Kafka's leader
+writes the state through the share coordinator to `__share_group_state`; coterie's leader
+writes Kafka's same ShareSnapshot/ShareUpdate records itself, beside its partition, fenced
+by the same lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import struct
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from coterie.broker.config_defs import STATIC_CONFIGS
+from coterie.broker.context import LEADER_EPOCH
+from coterie.share import (
+    AcquireMode,
+    OffsetNotAvailable,
+    Outcome,
+    ShareConfig,
+    SharePartition,
+    ShareSnapshotKey,
+    ShareStateRecord,
+    decode,
+    encode,
+    replay,
+    resolve_start_offset,
+)
+from coterie.storage.api import Lease, Resource, TopicIdPartition
+from coterie.storage.errors import LeaseLost
+
+log = logging.getLogger("coterie.share")
+
+Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
+_KEY_LEN = struct.Struct(">H")
+_BATCH_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
+
+
+def broker_int(config: Any, key: str) -> int:
+    """A broker property, or its Kafka default (config_defs) when not set."""
+    value = config.props.get(key)
+    return int(value) if value else int(STATIC_CONFIGS[key][1])
+
+
+class ShareUnavailable(Exception):
+    """The share partition cannot be served here now: `code` says why."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What an acquisition gave one member of one partition: the acquired ranges and the
+    stored batches holding them, as the log keeps them."""
+
+    acquired: tuple[Any, ...]  # AcquiredRange
+    records: bytes
+
+
+def entry_bytes(record: ShareStateRecord) -> bytes:
+    """One record as the share-state store keeps it: its key's length, key, value."""
+    key, value = encode(record)
+    return _KEY_LEN.pack(len(key)) + key + (value or b"")
+
+
+def entry_record(entry: bytes) -> ShareStateRecord:
+    (n,) = _KEY_LEN.unpack_from(entry)
+    return decode(entry[2:2 + n], entry[2 + n:])
+
+
+def batch_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int, int, int]]:
+    """(first offset, last offset, start, end) of each whole v2 batch in `data`."""
+    out = []
+    pos, size = 0, len(data)
+    while pos + 27 <= size:
+        base, length = _BATCH_HEAD.unpack_from(data, pos)
+        end = pos + 12 + length
+        if length < 15 or end > size:
+            break
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
+        out.append((base, base + delta, pos, end))
+        pos = end
+    return out
+
+
+class SharePartitions:
+    """Every share partition of this broker; see the module docstring."""
+
+    def __init__(self, services: Any, store: Any) -> None:
+        self._services = services
+        self._store = store
+        self._parts: dict[Key, SharePartition] = {}
+        self._locks: dict[Key, asyncio.Lock] = {}
+        self._by_group: dict[str, set[Key]] = {}
+        self._deadlines: list[tuple[int, Key]] = []
+        self._wake: asyncio.Event | None = None
+        self._timer: asyncio.Task[None] | None = None
+
+    # -- settings ------------------------------------------------------------------------
+
+    def config_of(self, group_id: str) -> ShareConfig:
+        """The group's share settings: the broker's `group.share.*`, with the group's own
+        `share.record.lock.duration.ms` when it has one."""
+        lock_ms = broker_int(self._services.config, "group.share.record.lock.duration.ms")
+        own = self._group_config(group_id, "share.record.lock.duration.ms")
+        if own is not None:
+            lock_ms = int(own)
+        return ShareConfig(
+            max_record_locks=broker_int(self._services.config,
+                                        "group.share.partition.max.record.locks"),
+            delivery_count_limit=broker_int(self._services.config,
+                                            "group.share.delivery.count.limit"),
+            record_lock_duration_ms=lock_ms)
+
+    def _group_config(self, group_id: str, name: str) -> str | None:
+        configs = self._services.group_configs
+        if configs is None:
+            return None
+        return configs.current(group_id).get(name)
+
+    # -- the lease ------------------------------------------------------------------------
+
+    def lease_of(self, topic: str, tp: TopicIdPartition) -> Lease:
+        """The lease this broker leads the partition under; ShareUnavailable if it does
+        not lead it (a cluster broker)."""
+        cluster = self._services.cluster
+        if cluster is None:
+            return Lease(Resource.partition(tp), self._services.config.node_id, LEADER_EPOCH)
+        led = cluster.serving(topic, tp.partition)
+        if led is None:
+            raise ShareUnavailable(ErrorCode.not_leader_or_follower,
+                                   f"this broker does not lead {topic}-{tp.partition}")
+        return led.lease
+
+    # -- operations -----------------------------------------------------------------------
+
+    def lock(self, key: Key) -> asyncio.Lock:
+        found = self._locks.get(key)
+        if found is None:
+            found = self._locks[key] = asyncio.Lock()
+        return found
+
+    async def state(self, key: Key, topic: str, lease: Lease, now: int) -> SharePartition:
+        """The share partition of `key`, loaded or started; call holding `lock(key)`."""
+        sp = self._parts.get(key)
+        if sp is not None and sp.leader_epoch == lease.epoch:
+            sp.config = self.config_of(key[0])
+            return sp
+        group_id, topic_id, partition = key
+        tp = TopicIdPartition(topic_id, partition)
+        config = self.config_of(group_id)
+        try:
+            entries = await self._store.load(group_id, tp)
+        except Exception as e:
+            raise ShareUnavailable(ErrorCode.kafka_storage_error,
+                                   f"share state of {topic}-{partition} unreadable: {e}") from e
+        sp = None
+        if entries:
+            sp = replay([entry_record(e) for e in entries], config=config,
+                        leader_epoch=lease.epoch)
+        if sp is None:
+            part = self._services.logs.partition(topic, partition)
+            if part is None:
+                raise ShareUnavailable(ErrorCode.unknown_topic_or_partition,
+                                       f"no partition {topic}-{partition}")
+            strategy = self._group_config(group_id, "share.auto.offset.reset") or "latest"
+            try:
+                start = resolve_start_offset(
+                    strategy, log_start_offset=part.log_start_offset,
+                    log_end_offset=part.high_watermark, now=now,
+                    offset_for_timestamp=lambda ts: _offset_of(part.offset_for_timestamp(ts)))
+            except OffsetNotAvailable as e:
+                raise ShareUnavailable(ErrorCode.offset_not_available, str(e)) from e
+            sp, outcome = SharePartition.initialize(group_id, topic_id, partition, start, now,
+                                                    config=config, leader_epoch=lease.epoch)
+            await self._write(key, outcome, lease)
+        self._parts[key] = sp
+        self._by_group.setdefault(group_id, set()).add(key)
+        return sp
+
+    async def persist(self, key: Key, sp: SharePartition, outcome: Outcome,
+                      lease: Lease) -> ErrorCode:
+        """Write what an operation changed; ErrorCode.none once durable. On failure the
+        state is dropped (loaded again at next use) and the error is the partition's."""
+        try:
+            await self._write(key, outcome, lease)
+        except ShareUnavailable as e:
+            self.forget(key)
+            return e.code
+        finally:
+            self._schedule(key, sp)
+        return ErrorCode.none
+
+    async def _write(self, key: Key, outcome: Outcome, lease: Lease) -> None:
+        records = outcome.records
+        if not records:
+            return
+        tp = TopicIdPartition(key[1], key[2])
+        last_snapshot = max((i for i, r in enumerate(records)
+                             if isinstance(r.key, ShareSnapshotKey)), default=None)
+        try:
+            if last_snapshot is None:
+                await self._store.append(key[0], tp, [entry_bytes(r) for r in records], lease)
+            else:
+                await self._store.replace(key[0], tp, [entry_bytes(r) for r in
+                                                       records[last_snapshot:]], lease)
+        except LeaseLost as e:
+            raise ShareUnavailable(ErrorCode.not_leader_or_follower, str(e)) from e
+        except Exception as e:
+            log.warning("share state of %s not written: %s", key, e)
+            raise ShareUnavailable(ErrorCode.kafka_storage_error,
+                                   f"share state not written: {e}") from e
+
+    def forget(self, key: Key) -> None:
+        self._parts.pop(key, None)
+        keys = self._by_group.get(key[0])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_group[key[0]]
+
+    def forget_group(self, group_id: str) -> None:
+        """Drop a deleted group's share partitions from memory."""
+        for key in list(self._by_group.get(group_id, ())):
+            self.forget(key)
+
+    async def release_member(self, group_id: str, member_id: str) -> None:
+        """Release what `member_id` holds in every share partition of its group."""
+        now = self._services.now_ms()
+        for key in list(self._by_group.get(group_id, ())):
+            async with self.lock(key):
+                sp = self._parts.get(key)
+                if sp is None or not sp.acquired_by(member_id):
+                    continue
+                topic = self._topic_name(key[1])
+                try:
+                    lease = self.lease_of(topic or "", TopicIdPartition(key[1], key[2]))
+                except ShareUnavailable:
+                    self.forget(key)
+                    continue
+                await self.persist(key, sp, sp.release_member(member_id, now), lease)
+            if topic is not None:
+                self._services.waiters.notify(topic, key[2])
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        info = self._services.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
+
+    # -- acquisition ----------------------------------------------------------------------
+
+    def read_for(self, sp: SharePartition, topic: str, max_bytes: int
+                 ) -> list[tuple[int, int, bytes]]:
+        """The whole batches at the share partition's next fetch offset, up to `max_bytes`
+        (at least one): (first offset, last offset, bytes) each."""
+        part = self._services.logs.partition(topic, sp.partition)
+        if part is None:
+            return []
+        offset = max(sp.next_fetch_offset(), part.log_start_offset)
+        hw = part.high_watermark
+        if offset >= hw:
+            return []
+        span = part.locate(offset, max(max_bytes, 1), hw)
+        if span is None:
+            return []
+        seg, start, end = span
+        data = seg.read_range(start, end)
+        return [(first, last, data[s:e]) for first, last, s, e in batch_spans(data)]
+
+    @staticmethod
+    def acquire(sp: SharePartition, member_id: str, batches: list[tuple[int, int, bytes]],
+                max_records: int, mode: AcquireMode, now: int) -> tuple[Outcome, bytes]:
+        """Acquire from `batches` for `member_id`; the outcome and the bytes of the batches
+        holding what was acquired."""
+        outcome = sp.acquire(member_id, [(f, last) for f, last, _ in batches], max_records,
+                             now, mode=mode)
+        if not outcome.acquired:
+            return outcome, b""
+        wanted = [(r.first_offset, r.last_offset) for r in outcome.acquired]
+        data = b"".join(b for first, last, b in batches
+                        if any(first <= hi and lo <= last for lo, hi in wanted))
+        return outcome, data
+
+    # -- lock expiry ----------------------------------------------------------------------
+
+    def _schedule(self, key: Key, sp: SharePartition) -> None:
+        deadline = sp.next_deadline()
+        if deadline is None:
+            return
+        heapq.heappush(self._deadlines, (deadline, key))
+        if self._timer is None or self._timer.done():
+            self._wake = asyncio.Event()
+            self._timer = asyncio.get_running_loop().create_task(self._expiry_loop())
+        elif self._deadlines[0][1] == key and self._wake is not None:
+            self._wake.set()
+
+    async def _expiry_loop(self) -> None:
+        while self._deadlines:
+            wake = self._wake
+            assert wake is not None
+            delay = max(self._deadlines[0][0] - self._services.now_ms(), 0) / 1000
+            if delay > 0:
+                wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), delay)
+                continue
+            now = self._services.now_ms()
+            due = set()
+            while self._deadlines and self._deadlines[0][0] <= now:
+                due.add(heapq.heappop(self._deadlines)[1])
+            for key in due:
+                await self._expire(key, now)
+
+    async def _expire(self, key: Key, now: int) -> None:
+        topic = self._topic_name(key[1])
+        async with self.lock(key):
+            sp = self._parts.get(key)
+            if sp is None:
+                return
+            outcome = sp.expire(now)
+            if outcome.records:
+                try:
+                    lease = self.lease_of(topic or "", TopicIdPartition(key[1], key[2]))
+                except ShareUnavailable:
+                    self.forget(key)
+                    return
+                await self.persist(key, sp, outcome, lease)
+            else:
+                self._schedule(key, sp)
+        if topic is not None:
+            self._services.waiters.notify(topic, key[2])
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _offset_of(found: Any) -> int | None:
+    return None if found is None else found.offset
+
+
+def keys_of(group_id: str, parts: Iterable[tuple[uuid.UUID, int]]) -> list[Key]:
+    return [(group_id, topic_id, p) for topic_id, p in parts]
+
+
+Clock = Callable[[], int]
