@@ -9,8 +9,9 @@ group.consumer.min.session.timeout.ms`), written durably (`group-configs.json` i
 directory, replaced atomically) and then handed to the group coordinator, which applies the
 consumer keys from each member's next heartbeat. A broker of a cluster keeps them in the
 database instead (coterie.storage.group_config_rows), and every broker `adopt`s the
-database's set at each of its rounds. coterie has no share or streams groups yet:
-their keys are checked and kept, and take effect when those groups arrive.
+database's set at each of its rounds. The share partitions read `share.auto.offset.reset`
+(latest, earliest or by_duration:<ISO-8601 duration>) and `share.record.lock.duration.ms`
+from here when they need them.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from coterie.log.config import DEFAULT_CONFIG, INT, STRING, DescribedConfig
 from coterie.log.config_docs import GROUP_CONFIG_DOCS
 from coterie.log.errors import InvalidConfigError
 from coterie.log.files import atomic_write
+from coterie.share import parse_duration_ms
 
 GROUP_CONFIG_FILE = "group-configs.json"
 GROUP_CONFIG_SOURCE = 8  # Kafka's ConfigSource GROUP_CONFIG
 SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
+BY_DURATION = "by_duration:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,8 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {
         ("group.share.min.record.lock.duration.ms", 15_000),
         ("group.share.max.record.lock.duration.ms", 60_000)),
     "share.auto.offset.reset": GroupConfigDef(STRING, "share.auto.offset.reset", "latest",
-                                              choices=("latest", "earliest")),
+                                              choices=("latest", "earliest",
+                                                       BY_DURATION + "<duration>")),
     "share.isolation.level": GroupConfigDef(STRING, "share.isolation.level",
                                             "read_uncommitted",
                                             choices=("read_committed", "read_uncommitted")),
@@ -83,6 +87,15 @@ GROUP_CONFIG_DEFS: dict[str, GroupConfigDef] = {
     "streams.initial.rebalance.delay.ms": GroupConfigDef(
         INT, "group.streams.initial.rebalance.delay.ms", "3000"),
 }
+
+def _check_duration(name: str, value: str) -> None:
+    """share.auto.offset.reset=by_duration:<ISO-8601 duration>, not negative (Kafka 4.2)."""
+    try:
+        parse_duration_ms(value[len(BY_DURATION):])
+    except ValueError as e:
+        raise InvalidConfigError(f"Invalid value {value} for configuration {name}: "
+                                 f"{e}") from None
+
 
 class GroupConfigs:
     """The groups' own settings, durable in the data directory. `apply(group_id, configs)`
@@ -138,6 +151,9 @@ class GroupConfigs:
             if value is None:
                 raise InvalidConfigError(f"Null value not supported for group config '{name}'")
             if d.type == STRING:
+                if name == "share.auto.offset.reset" and value.startswith(BY_DURATION):
+                    _check_duration(name, value)
+                    continue
                 if d.choices and value not in d.choices:
                     raise InvalidConfigError(
                         f"Invalid value {value} for configuration {name}: String must be one "

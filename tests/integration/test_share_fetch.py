@@ -9,8 +9,15 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer, TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException, Producer, TopicCollection
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from kio.schema.errors import ErrorCode
 
 from coterie.wire.build import build
@@ -228,3 +235,31 @@ def test_after_a_kill_nothing_accepted_returns_and_nothing_unaccepted_is_lost(co
         assert _offsets(got) == [3, 4, 5]
     finally:
         b.close()
+
+
+def test_the_groups_share_auto_offset_reset_decides_where_a_share_partition_starts(
+        share_broker):
+    broker = share_broker
+    topic_id = _topic(broker, "history")
+    _produce(broker, "history", [b"old0", b"old1", b"old2"])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for group, value in (("from-start", "earliest"), ("recent", "by_duration:PT1H")):
+        (future,) = admin.incremental_alter_configs([ConfigResource(
+            ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+                "share.auto.offset.reset", value,
+                incremental_operation=AlterConfigOpType.SET)])]).values()
+        future.result(10)
+    (bad,) = admin.incremental_alter_configs([ConfigResource(
+        ResourceType.GROUP, "bad", incremental_configs=[ConfigEntry(
+            "share.auto.offset.reset", "by_duration:yesterday",
+            incremental_operation=AlterConfigOpType.SET)])]).values()
+    with pytest.raises(KafkaException, match=r"share\.auto\.offset\.reset"):
+        bad.result(10)
+    members = [Member(broker, g, topic_id) for g in ("from-start", "recent", "latest")]
+    try:
+        got = [_offsets(_acquired(m.fetch(max_wait_ms=500))) for m in members]
+        # earliest and the last hour start at the log start; latest at its end.
+        assert got == [[0, 1, 2], [0, 1, 2], []]
+    finally:
+        for m in members:
+            m.close()
