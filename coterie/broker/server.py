@@ -251,9 +251,15 @@ class Broker:
         # state kept beside the partitions (local files, or the cluster's database).
         self.services.share_sessions = ShareSessions(
             broker_int(config, "group.share.max.share.sessions"))
-        share_store = (FilesShareStateStore(config.data_dir) if cluster is None
-                       else PostgresShareStateStore(cluster.shares))
-        self.services.share_partitions = SharePartitions(self.services, share_store)
+        # Files: each write reaches the OS before the answer (a kill -9 loses nothing), and
+        # is fsynced at once only where every produced message is (the log's flush policy).
+        self.share_store: FilesShareStateStore | None = None
+        if cluster is None:
+            self.share_store = FilesShareStateStore(
+                config.data_dir, fsync=config.props.get("log.flush.interval.messages") == "1")
+        self.services.share_partitions = SharePartitions(
+            self.services,
+            self.share_store if cluster is None else PostgresShareStateStore(cluster.shares))
         self._listeners: list[Listener] = []
         self.poller: Poller | LoopPoller | None = None
         self._stopped: asyncio.Future | None = None
@@ -448,6 +454,9 @@ class Broker:
         if self.peers is not None:
             self.peers.close()
         self.groups.close()
+        self.services.share_partitions.close()
+        if self.share_store is not None:
+            self.share_store.close()  # fsyncs what the share partitions wrote
         self.logs.close()
 
     async def _housekeeping(self) -> None:

@@ -61,8 +61,9 @@ def _first_refusal(ctx: RequestContext, request: Any) -> Any | None:
     """The answer to the whole request when it cannot be served at all."""
     if ctx.services.share_partitions is None:
         return _whole(ctx, ErrorCode.unsupported_version, "share groups are not enabled")
-    if not request.group_id:
-        return _whole(ctx, ErrorCode.invalid_group_id, "the group id is empty")
+    if not request.group_id or "\0" in request.group_id:
+        return _whole(ctx, ErrorCode.invalid_group_id,
+                      "the group id is empty or holds a NUL character")
     if not request.member_id:
         return _whole(ctx, ErrorCode.invalid_request, "the member id is empty")
     if enforcing(ctx) is not None and not may(ctx, AclOperation.READ, ResourceType.GROUP,
