@@ -34,6 +34,7 @@ from coterie.broker.handlers import (
     records,
     sasl,
     scram_credentials,
+    share_groups,
     streams_groups,
     topics,
     transactions,
@@ -108,6 +109,8 @@ APIS: dict[int, Api] = {
         Api(66, "ListTransactions", 0, 1, transactions.list_transactions),
         Api(68, "ConsumerGroupHeartbeat", 0, 1, consumer_groups.consumer_group_heartbeat),
         Api(69, "ConsumerGroupDescribe", 0, 1, consumer_groups.consumer_group_describe),
+        Api(76, "ShareGroupHeartbeat", 1, 1, share_groups.share_group_heartbeat),
+        Api(77, "ShareGroupDescribe", 1, 1, share_groups.share_group_describe),
         Api(88, "StreamsGroupHeartbeat", 0, 0, streams_groups.streams_group_heartbeat),
         Api(89, "StreamsGroupDescribe", 0, 0, streams_groups.streams_group_describe),
         # coterie extensions (client-side assignors for KIP-848 consumer groups)

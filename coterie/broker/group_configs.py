@@ -9,8 +9,10 @@ group.consumer.min.session.timeout.ms`), written durably (`group-configs.json` i
 directory, replaced atomically) and then handed to the group coordinator, which applies the
 consumer keys from each member's next heartbeat. A broker of a cluster keeps them in the
 database instead (coterie.storage.group_config_rows), and every broker `adopt`s the
-database's set at each of its rounds. coterie has no share or streams groups yet:
-their keys are checked and kept, and take effect when those groups arrive.
+database's set at each of its rounds. Streams groups take their `streams.*` keys and share
+groups `share.session.timeout.ms` and `share.heartbeat.interval.ms`; the other share keys
+(record lock duration, auto offset reset, isolation level) are checked and kept, and take
+effect when share partitions (ShareFetch) arrive.
 """
 
 from __future__ import annotations
