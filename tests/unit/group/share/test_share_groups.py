@@ -13,6 +13,7 @@ from coterie.group.offsets.messages import (
     CommitPartition,
     DeleteGroupRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
 )
 from coterie.group.records.share import (
@@ -274,6 +275,8 @@ def test_offsets_of_a_share_group_are_refused_as_kafka_does() -> None:
     assert admin.codes == (ErrorCode.group_id_not_found,)
     fetched = h.request(OffsetFetchRequest("g", None))
     assert fetched.error == ErrorCode.group_id_not_found
+    deleted = h.request(OffsetDeleteRequest("g", (("t", 0),)))
+    assert deleted.error == ErrorCode.group_id_not_found
 
 
 def test_list_describe_and_delete() -> None:
