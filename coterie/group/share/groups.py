@@ -47,7 +47,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.assign import share_simple
 from coterie.group.kind import Handler, ShardContext
-from coterie.group.limits import invalid_group_id
+from coterie.group.limits import MAX_STRING_BYTES, first_too_long, invalid_group_id, too_long
 from coterie.group.records.record import Record
 from coterie.group.records.share import (
     SHARE_RECORD_KEY_TYPES,
@@ -110,6 +110,15 @@ def _validate(req: ShareHeartbeatRequest) -> None:
         raise Refused(bad, "GroupId can't be empty.")
     if req.rack_id is not None and _blank(req.rack_id):
         raise Refused(bad, "RackId can't be empty.")
+    # What no record could hold (coterie's bound, as for the other group types).
+    if too_long(req.group_id):
+        raise Refused(ErrorCode.invalid_group_id,
+                      f"GroupId is longer than {MAX_STRING_BYTES} bytes.")
+    too_long_field = first_too_long([
+        ("MemberId", req.member_id), ("RackId", req.rack_id),
+        *(("A subscribed topic name", name) for name in req.subscribed_topic_names or ())])
+    if too_long_field is not None:
+        raise Refused(bad, too_long_field)
     if req.member_epoch == JOIN_EPOCH:
         if not req.subscribed_topic_names:
             raise Refused(bad, "SubscribedTopicNames must be set in first request.")

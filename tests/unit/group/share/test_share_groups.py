@@ -196,6 +196,8 @@ def test_stale_and_future_epochs_are_fenced() -> None:
     ({"subscribed_topic_names": None}, "SubscribedTopicNames must be set in first request."),
     ({"subscribed_topic_names": ()}, "SubscribedTopicNames must be set in first request."),
     ({"member_epoch": -2}, "MemberEpoch is invalid."),
+    ({"subscribed_topic_names": ("t" * 32_768,)},
+     "A subscribed topic name is longer than 32767 bytes."),
 ])
 def test_invalid_requests(fields, message) -> None:
     h = ShareHarness({"t": 1})
@@ -204,6 +206,15 @@ def test_invalid_requests(fields, message) -> None:
     r = h.request(ShareHeartbeatRequest(**{**base, **fields}))
     assert (r.error, r.error_message) == (ErrorCode.invalid_request, message)
     assert not h.records
+
+
+def test_a_group_id_no_record_can_hold_is_invalid() -> None:
+    h = ShareHarness({"t": 1})
+    r = h.join("m", group_id="g" * 32_768)
+    assert (r.error, r.error_message) == (ErrorCode.invalid_group_id,
+                                          "GroupId is longer than 32767 bytes.")
+    d = h.describe("g" * 32_768)
+    assert d.error == ErrorCode.invalid_group_id
 
 
 def test_unknown_group_and_unknown_member() -> None:
