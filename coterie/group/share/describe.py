@@ -8,6 +8,8 @@ member's assignment names its topics by id and by name (a topic deleted since is
 
 from __future__ import annotations
 
+import uuid
+
 from kio.schema.errors import ErrorCode
 
 from coterie.group.records.share import Partitions
@@ -30,14 +32,14 @@ def not_found(group_id: str, other_type: bool) -> DescribedShareGroup:
 
 def described_topics(partitions: Partitions,
                      image: TopicImage) -> tuple[DescribedShareTopic, ...]:
-    by_topic: dict[object, list[int]] = {}
+    by_topic: dict[uuid.UUID, list[int]] = {}
     for topic_id, p in partitions:
         by_topic.setdefault(topic_id, []).append(p)
     out = []
     for topic_id, ps in by_topic.items():
-        name = image.name_of(topic_id)  # type: ignore[arg-type]
+        name = image.name_of(topic_id)
         if name is not None:
-            out.append(DescribedShareTopic(topic_id, name, tuple(sorted(ps))))  # type: ignore[arg-type]
+            out.append(DescribedShareTopic(topic_id, name, tuple(sorted(ps))))
     return tuple(sorted(out, key=lambda t: t.topic_name))
 
 
