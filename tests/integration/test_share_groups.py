@@ -6,13 +6,19 @@ members join, heartbeat and leave, partitions are shared when members outnumber 
 silent member is fenced after the share session timeout, ShareGroupDescribe, ListGroups,
 DescribeGroups and DeleteGroups see the group as Kafka 4.2 shows it, offsets APIs refuse a
 share group id, the group-id namespace is shared with the other types, and the group
-survives a kill -9 (its records are replayed).
+survives a kill -9 (its records are replayed). Apache Kafka 4.2.1's own share consumer
+joins and leaves, and its `kafka-share-groups` tool lists, describes and deletes share groups
+(both skip without java, javac or mvn).
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +37,14 @@ from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
 from tests.fixtures.coterie_broker import CoterieBroker
+from tests.fixtures.reference_broker import (
+    kafka_tool,
+    load_reference_kafka,
+    reference_tools_missing,
+    run_kafka_tool,
+)
 from tests.integration.clients import broker_log_on_failure, create_topics
+from tests.integration.test_java_console_consumer_848 import JVM_OPTIONS
 from tests.kafka_raw import RawConnection
 
 SESSION_MS = 3_000
@@ -97,8 +110,12 @@ def test_members_join_share_partitions_and_leave(broker: CoterieBroker) -> None:
         assert r3.member_epoch == 3
         r1 = _heartbeat(conn, "sg", m1, 1)
         r2 = _heartbeat(conn, "sg", m2, 2)
-        held = [_held(r1), _held(r2), _held(r3)]
-        assert all(held)  # three members, two partitions: they share
+        assert (r1.member_epoch, r2.member_epoch) == (3, 3)
+        # An answer names the partitions only when they changed: read them from the group.
+        (d,) = _describe(conn, "sg").groups
+        held = [{(t.topic_id, p) for t in m.assignment.topic_partitions for p in t.partitions}
+                for m in d.members]
+        assert len(held) == 3 and all(held)  # three members, two partitions: they share
         assert set().union(*held) == {(topic, 0), (topic, 1)}
         assert sum(map(len, held)) == 4  # two holders per partition
 
@@ -212,3 +229,73 @@ def test_a_silent_member_is_fenced_and_the_group_survives_a_restart(
             assert r.error_code == ErrorCode.none
             assert len({p for t in d.members[0].assignment.topic_partitions
                         for p in t.partitions}) == 3
+
+
+# -- Apache Kafka 4.2.1's own clients and tools ------------------------------------------------
+
+SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+SHARE_JOIN = Path(__file__).parent / "java" / "ShareJoin.java"
+
+
+def test_kafka_share_groups_tool_lists_describes_and_deletes(coterie: CoterieBroker) -> None:
+    """`kafka-share-groups.sh` (Kafka 4.2.1's ShareGroupCommand) against coterie: --list
+    (with --state), --describe --members / --state, --delete of an empty group and its
+    refusal of a group with members. A broker with the default session timeout: each run
+    of the tool takes a JVM start."""
+    broker = coterie
+    create_topics(broker.bootstrap, {"share-tool": 2})
+    with broker_log_on_failure(broker.log_text), RawConnection(broker.host, broker.port) as conn:
+        for member in (_member(), _member()):
+            assert _heartbeat(conn, "tool-busy", member, 0, ("share-tool",)).error_code == 0
+        idle = _member()
+        _heartbeat(conn, "tool-idle", idle, 0, ("share-tool",))
+        _heartbeat(conn, "tool-idle", idle, -1)
+    listed = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--list", "--state")
+    rows = {tuple(line.split()) for line in listed.splitlines()[1:] if line.strip()}
+    assert {("tool-busy", "Stable"), ("tool-idle", "Empty")} <= rows
+    members = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--describe", "--group",
+                         "tool-busy", "--members")
+    lines = [line.split() for line in members.splitlines() if line.startswith("tool-busy")]
+    assert len(lines) == 2 and all(line[3] == "raw-test" for line in lines)
+    state = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--describe", "--group",
+                       "tool-busy", "--state")
+    assert any(line.split()[-2:] == ["Stable", "2"] for line in state.splitlines())
+    refused = run_kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--delete", "--group",
+                             "tool-busy")
+    assert b"is not EMPTY" in refused.stdout + refused.stderr
+    deleted = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--delete", "--group",
+                         "tool-idle")
+    assert "was successful" in deleted
+    listed = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--list")
+    assert "tool-idle" not in listed.split() and "tool-busy" in listed.split()
+
+
+def test_kafka_share_consumer_joins_and_leaves(coterie: CoterieBroker,
+                                               tmp_path: Path) -> None:
+    """Kafka 4.2.1's KafkaShareConsumer joins a share group on coterie (its heartbeats), is
+    assigned every partition, is described by Kafka's Admin, and leaves when closed. A
+    broker with the default session timeout: without ShareFetch (not served yet) the
+    4.2.1 client spins on its fetch errors and heartbeats only every few seconds."""
+    broker = coterie
+    missing = reference_tools_missing() + [t for t in ("javac",) if shutil.which(t) is None]
+    if missing:
+        pytest.skip("the share consumer test needs java, javac and mvn on PATH: missing "
+                    + ", ".join(missing))
+    lib = Path(load_reference_kafka().fetch(
+        log=lambda msg: print(msg, file=sys.stderr, flush=True)))
+    subprocess.run(["javac", "-cp", f"{lib}/*", "-d", str(tmp_path), str(SHARE_JOIN)],
+                   check=True, capture_output=True, timeout=120)
+    create_topics(broker.bootstrap, {"share-java": 3})
+    with broker_log_on_failure(broker.log_text):
+        done = subprocess.run(
+            ["java", *JVM_OPTIONS, "-cp", f"{tmp_path}:{lib}/*", "ShareJoin", broker.bootstrap,
+             "java-share", "share-java", "6"], capture_output=True, timeout=120)
+        out = done.stdout.decode(errors="replace")
+        assert done.returncode == 0, out + done.stderr.decode(errors="replace")[-3000:]
+        assert "STATE Stable" in out
+        members = [line.split()[1:] for line in out.splitlines() if line.startswith("MEMBER")]
+        assert members == [["consumer-java-share-1", "1", "3"]]
+        assert "CLOSED" in out
+        with RawConnection(broker.host, broker.port) as conn:
+            (d,) = _describe(conn, "java-share").groups
+        assert (d.error_code, d.group_state, d.members) == (ErrorCode.none, "Empty", ())
