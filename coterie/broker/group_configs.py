@@ -9,9 +9,11 @@ group.consumer.min.session.timeout.ms`), written durably (`group-configs.json` i
 directory, replaced atomically) and then handed to the group coordinator, which applies the
 consumer keys from each member's next heartbeat. A broker of a cluster keeps them in the
 database instead (coterie.storage.group_config_rows), and every broker `adopt`s the
-database's set at each of its rounds. The share partitions read `share.auto.offset.reset`
-(latest, earliest or by_duration:<ISO-8601 duration>) and `share.record.lock.duration.ms`
-from here when they need them.
+database's set at each of its rounds. Streams groups take their `streams.*` keys and share
+groups `share.session.timeout.ms` and `share.heartbeat.interval.ms`; the share partitions read
+`share.auto.offset.reset` (latest, earliest or by_duration:<ISO-8601 duration>) and
+`share.record.lock.duration.ms` from here when they need them (`share.isolation.level` is
+checked and kept: coterie's share partitions read uncommitted, docs/share-groups.md).
 """
 
 from __future__ import annotations

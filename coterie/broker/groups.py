@@ -49,6 +49,7 @@ from coterie.group import (
     ListedGroup,
     SettledHeartbeat,
     ShardConfig,
+    ShareGroupConfig,
     StreamsGroupConfig,
     StreamsSettledHeartbeat,
     TimerKey,
@@ -83,6 +84,9 @@ GROUP_DEFAULTS = {
     "group.streams.num.standby.replicas": "0",
     "group.streams.initial.rebalance.delay.ms": "3000",
     "group.streams.max.size": str(2**31 - 1),
+    "group.share.session.timeout.ms": "45000",
+    "group.share.heartbeat.interval.ms": "5000",
+    "group.share.max.size": "200",
 }
 
 
@@ -106,6 +110,10 @@ def group_settings(props: Mapping[str, str], consumer: ConsumerGroupConfig) -> S
             num_standby_replicas=int(p["group.streams.num.standby.replicas"]),
             initial_rebalance_delay_ms=int(p["group.streams.initial.rebalance.delay.ms"]),
             max_size=int(p["group.streams.max.size"])),
+        share=ShareGroupConfig(
+            session_timeout_ms=int(p["group.share.session.timeout.ms"]),
+            heartbeat_interval_ms=int(p["group.share.heartbeat.interval.ms"]),
+            max_size=int(p["group.share.max.size"])),
     )
 
 

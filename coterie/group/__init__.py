@@ -61,6 +61,16 @@ from coterie.group.records.record import Record
 from coterie.group.records.tasks import TaskSet
 from coterie.group.result import Result, TimerOp, VerifyTransaction
 from coterie.group.shard import GroupShard, Revert
+from coterie.group.share.config import ShareGroupConfig
+from coterie.group.share.messages import (
+    DescribedShareGroup,
+    DescribedShareMember,
+    DescribedShareTopic,
+    ShareGroupDescribeRequest,
+    ShareHeartbeatRequest,
+    ShareHeartbeatResponse,
+    ShareTopicPartitions,
+)
 from coterie.group.streams.config import StreamsGroupConfig
 from coterie.group.streams.configured_topology import InternalTopic
 from coterie.group.streams.messages import (
@@ -94,6 +104,9 @@ __all__ = [
     "DescribedConsumerGroup",
     "DescribedConsumerMember",
     "DescribedGroup",
+    "DescribedShareGroup",
+    "DescribedShareMember",
+    "DescribedShareTopic",
     "DescribedStreamsGroup",
     "DescribedStreamsMember",
     "DescribedTopicPartitions",
@@ -131,6 +144,11 @@ __all__ = [
     "Revert",
     "SettledHeartbeat",
     "ShardConfig",
+    "ShareGroupConfig",
+    "ShareGroupDescribeRequest",
+    "ShareHeartbeatRequest",
+    "ShareHeartbeatResponse",
+    "ShareTopicPartitions",
     "StreamsGroupConfig",
     "StreamsGroupDescribeRequest",
     "StreamsGroupStatus",

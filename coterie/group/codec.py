@@ -2,11 +2,13 @@
 
 The topic holds the records of every registered family side by side, in the order they were
 written (offset commits, types 0 and 1, and classic groups, type 2: `records/classic_codec.py`;
-KIP-848 consumer groups, types 3, 5, 6, 7, 8 and 16: `records/consumer_codec.py`). Loading
+KIP-848 consumer groups, types 3, 5, 6, 7, 8 and 16: `records/consumer_codec.py`; KIP-932
+share groups, types 10 to 15: `records/share_codec.py`; KIP-1071 streams groups, types 17
+and 19 to 23: `records/streams_codec.py`). Loading
 replays them in that order through one path, so they are decoded by one function: this one
 looks at the key's version prefix (the record type) and hands the bytes to the family that
-owns it (`registry.FAMILIES`). Types no registered family models (share groups, streams
-groups until theirs are registered, transactions) raise `UnknownRecordType`, which a loader
+owns it (`registry.FAMILIES`). Types no registered family models (transactions, types Kafka
+may add) raise `UnknownRecordType`, which a loader
 skips, as Kafka skips records it does not know.
 """
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from coterie.group.classic.config import ClassicConfig
 from coterie.group.consumer.config import ConsumerGroupConfig, TopicAccess
+from coterie.group.share.config import ShareGroupConfig
 from coterie.group.streams.config import StreamsGroupConfig
 
 
@@ -21,3 +22,4 @@ class ShardConfig:
     # describe (a regex subscription resolves only to those). None: every topic.
     topic_access: TopicAccess | None = None
     streams: StreamsGroupConfig = field(default_factory=StreamsGroupConfig)
+    share: ShareGroupConfig = field(default_factory=ShareGroupConfig)

@@ -1,8 +1,8 @@
 """What every group type offers the shard: the `Group` protocol.
 
 A coordinator shard holds groups of several types under one id namespace, in one registry
-(`GroupShard.groups`: classic groups, KIP-848 consumer groups, KIP-1071 streams groups;
-share groups next). The rules that are not one protocol's but "a group's" live in the shard
+(`GroupShard.groups`: classic groups, KIP-848 consumer groups, KIP-1071 streams groups,
+KIP-932 share groups). The rules that are not one protocol's but "a group's" live in the shard
 (`coterie.group.shard`): OffsetCommit / OffsetFetch fencing, OffsetDelete's subscribed-topic
 check, ListGroups, DeleteGroups, offset expiry, the undo of a failed append; the broker's
 group events read every group the same way. Each of them asks a group the questions below,

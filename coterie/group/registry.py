@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from coterie.group.kind import GroupKind, ShardContext
 from coterie.group.mixed.groups import MixedGroups
-from coterie.group.records import classic_codec, consumer_codec, streams_codec
+from coterie.group.records import classic_codec, consumer_codec, share_codec, streams_codec
 from coterie.group.records.record import RecordFamily
+from coterie.group.share.groups import ShareGroups
 from coterie.group.streams.groups import StreamsGroups
 
 
@@ -30,6 +31,7 @@ REGISTERED: tuple[Registration, ...] = (
     Registration("classic and consumer groups, mixed", MixedGroups,
                  (classic_codec.FAMILY, consumer_codec.FAMILY)),
     Registration("streams groups (KIP-1071)", StreamsGroups, (streams_codec.FAMILY,)),
+    Registration("share groups (KIP-932)", ShareGroups, (share_codec.FAMILY,)),
 )
 
 FAMILIES: tuple[RecordFamily, ...] = tuple(f for r in REGISTERED for f in r.families)

@@ -55,6 +55,8 @@ from kio.schema.offset_fetch.v8.request import (
 )
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.schema.streams_group_heartbeat.v0.request import StreamsGroupHeartbeatRequest
 from kio.schema.streams_group_heartbeat.v0.request import Subtopology as SgSubtopology
 from kio.schema.streams_group_heartbeat.v0.request import TopicInfo as SgTopicInfo
@@ -483,3 +485,49 @@ def test_streams_group_heartbeats_need_their_acls(broker: CoterieBroker) -> None
         assert refused.error_code == ErrorCode.streams_invalid_topology
         assert refused.error_message == ("Use of Kafka internal topics __consumer_offsets in a "
                                          "Kafka Streams topology is prohibited.")
+
+
+# -- share groups (KIP-932) ---------------------------------------------------------------------
+
+def _share_heartbeat(conn: RawConnection, group: str, member: str, epoch: int,
+                     topics: tuple[str, ...] | None) -> Any:
+    return conn.request(ShareGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=i32(epoch), rack_id=None,
+        subscribed_topic_names=topics))
+
+
+def _share_describe(conn: RawConnection, group: str) -> Any:
+    (described,) = conn.request(ShareGroupDescribeRequest(
+        group_ids=(group,), include_authorized_operations=True)).groups
+    return described
+
+
+def test_share_group_apis_need_their_acls(broker: CoterieBroker) -> None:
+    """Kafka 4.2's checks: a heartbeat needs READ on the group, then DESCRIBE on every
+    subscribed topic; ShareGroupDescribe needs DESCRIBE on the group and on the topics of
+    its members' assignments."""
+    group = "team-a-share"
+    with _raw(broker, "carol") as carol:
+        refused = _share_heartbeat(carol, "carols", str(uuid.uuid4()), 0, (TOPIC,))
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.group_authorization_failed, "Group authorization failed.")
+    with _raw(broker, "alice") as alice:
+        refused = _share_heartbeat(alice, group, str(uuid.uuid4()), 0, (TOPIC, SECRET))
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.topic_authorization_failed, None)
+        joined = _share_heartbeat(alice, group, str(uuid.uuid4()), 0, (TOPIC,))
+        assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
+        described = _share_describe(alice, group)
+        assert described.error_code == ErrorCode.none
+        assert described.authorized_operations != -(2**31)
+    with _raw(broker, "admin") as root:
+        assert _share_heartbeat(root, group, str(uuid.uuid4()), 0,
+                                (SECRET,)).error_code == ErrorCode.none
+    with _raw(broker, "alice") as alice:
+        hidden = _share_describe(alice, group)
+        assert (hidden.error_code, hidden.error_message, hidden.members) == (
+            ErrorCode.topic_authorization_failed,
+            "The group has described topic(s) that the client is not authorized to describe.",
+            ())
+    with _raw(broker, "carol") as carol:
+        assert _share_describe(carol, group).error_code == ErrorCode.group_authorization_failed

@@ -33,12 +33,15 @@ from coterie.group import (
     OffsetFetchRequest,
     PrepareAssignmentRequest,
     SettledHeartbeat,
+    ShareGroupDescribeRequest,
+    ShareHeartbeatRequest,
     SyncGroupRequest,
     TimerKey,
     TimerOp,
     TxnOffsetCommitRequest,
 )
 from coterie.group.consumer.kinds import ConsumerTimer
+from coterie.group.share.kinds import ShareTimer
 
 TOPIC_ID = uuid.UUID(int=7)
 
@@ -245,5 +248,52 @@ def test_the_timer_heap_stays_bounded_when_members_come_and_go():
         assert len(timers.armed()) == 0
         assert timers.pending_entries() <= 1024 + 1
         timers.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_share_group_through_the_runtime_survives_a_restart_and_compaction():
+    """Share groups over the runtime's seams: the broker's group.share.* properties reach
+    the shard, the loading answer is the door's, a second runtime loading the same log (and
+    after compaction) has the same share group, and a silent member is fenced on the
+    timer seam at the configured session timeout."""
+    async def scenario() -> None:
+        clock = Clock()
+        timers: list[MemoryTimers] = []
+
+        def make(fire: Any) -> MemoryTimers:
+            timers.append(MemoryTimers(fire))
+            return timers[0]
+
+        log = MemoryOffsetsLog(3)
+        props = {"group.share.session.timeout.ms": "50000",
+                 "group.share.heartbeat.interval.ms": "7000", "group.share.max.size": "5"}
+        rt = GroupRuntime(log, clock, group_settings(props, ConsumerGroupConfig()),
+                          timers=make)
+        assert rt.handle(ShareHeartbeatRequest("s", "m1", 0, None, ("t",))).error == \
+            ErrorCode.coordinator_load_in_progress
+        assert rt.handle(ShareGroupDescribeRequest("s")).error == \
+            ErrorCode.coordinator_load_in_progress
+        await rt.load()
+        rt.topics_changed({"t": (TOPIC_ID, 3)})
+        joined = rt.handle(ShareHeartbeatRequest("s", "m1", 0, None, ("t",)))
+        assert (joined.error, joined.member_epoch, joined.heartbeat_interval_ms) == (
+            ErrorCode.none, 1, 7000)
+        assert rt.handle(ShareHeartbeatRequest("s", "m2", 0, None, ("t",))).member_epoch == 2
+        rt.handle(ShareHeartbeatRequest("s", "m1", 1))
+        for reopened in (runtime(log), None):
+            if reopened is None:
+                assert rt.compact(min_segments=2) >= 0
+                reopened = runtime(log)
+            await reopened.load()
+            assert reopened.group("s").snapshot() == rt.group("s").snapshot()
+            reopened.close()
+        clock.now += 40_000
+        rt.handle(ShareHeartbeatRequest("s", "m1", 2))
+        clock.now += 11_000
+        fired = timers[0].advance(clock.now)
+        assert TimerKey(ShareTimer.SHARE_SESSION, "s", "m2") in fired
+        assert set(rt.group("s").members) == {"m1"}
+        rt.close()
 
     asyncio.run(scenario())

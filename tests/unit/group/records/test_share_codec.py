@@ -342,14 +342,12 @@ def test_family_collides_with_no_other():
     assert codec.FAMILY.key_types == SHARE_RECORD_KEY_TYPES
 
 
-def test_family_is_not_registered_yet():
-    """No group kind serves share groups yet: the codec door leaves their records unknown
-    (a loader skips them) until one registers the family."""
+def test_family_is_registered():
+    """The share group kind registers the family: the codec door reads share records back
+    (a loader replays them)."""
     from coterie.group import codec as door
     from coterie.group.registry import FAMILIES
 
-    assert codec.FAMILY not in FAMILIES
-    raw_key, raw_value = codec.encode(Record(ShareGroupMetadataKey("g"),
-                                             ShareGroupMetadataValue(1)))
-    with pytest.raises(UnknownRecordType):
-        door.decode(raw_key, raw_value)
+    assert codec.FAMILY in FAMILIES
+    record = Record(ShareGroupMetadataKey("g"), ShareGroupMetadataValue(1))
+    assert door.decode(*door.encode(record)) == record
