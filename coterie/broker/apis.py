@@ -36,6 +36,7 @@ from coterie.broker.handlers import (
     scram_credentials,
     share_fetch,
     share_groups,
+    share_offsets,
     streams_groups,
     topics,
     transactions,
@@ -116,6 +117,10 @@ APIS: dict[int, Api] = {
         Api(79, "ShareAcknowledge", 1, 2, share_fetch.share_acknowledge),
         Api(88, "StreamsGroupHeartbeat", 0, 0, streams_groups.streams_group_heartbeat),
         Api(89, "StreamsGroupDescribe", 0, 0, streams_groups.streams_group_describe),
+        Api(90, "DescribeShareGroupOffsets", 0, 1,
+            share_offsets.describe_share_group_offsets),
+        Api(91, "AlterShareGroupOffsets", 0, 0, share_offsets.alter_share_group_offsets),
+        Api(92, "DeleteShareGroupOffsets", 0, 0, share_offsets.delete_share_group_offsets),
         # coterie extensions (client-side assignors for KIP-848 consumer groups)
         Api(CONSUMER_GROUP_PREPARE_ASSIGNMENT, "ConsumerGroupPrepareAssignment", 0, 0,
             client_assignment.prepare_assignment),

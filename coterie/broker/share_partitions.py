@@ -257,6 +257,40 @@ class SharePartitions:
         for key in list(self._by_group.get(group_id, ())):
             self.forget(key)
 
+    @property
+    def store(self) -> Any:
+        return self._store
+
+    def cached(self, key: Key) -> SharePartition | None:
+        """The live state of a share partition this broker holds, if it does."""
+        return self._parts.get(key)
+
+    async def delete_state(self, group_id: str, tp: TopicIdPartition) -> None:
+        """DeleteShareGroupOffsets: the group's state on `tp` goes, stored and held."""
+        key = (group_id, tp.topic_id, tp.partition)
+        async with self.lock(key):
+            self.forget(key)
+            await self._store.delete(group_id, tp)
+
+    async def delete_group(self, group_id: str) -> None:
+        """DeleteGroups: every share partition state of the group goes."""
+        self.forget_group(group_id)
+        await self._store.delete(group_id)
+
+    async def reset(self, group_id: str, topic: str, tp: TopicIdPartition,
+                    start_offset: int) -> None:
+        """AlterShareGroupOffsets: the share partition starts over at `start_offset` (a new
+        state epoch, nothing in flight); ShareUnavailable where this broker cannot write it."""
+        key = (group_id, tp.topic_id, tp.partition)
+        lease = self.lease_of(topic, tp)
+        now = self._services.now_ms()
+        async with self.lock(key):
+            sp = await self.state(key, topic, lease, now)
+            code = await self.persist(key, sp, sp.reset(start_offset, now), lease)
+        if code != ErrorCode.none:
+            raise ShareUnavailable(code, f"share state of {topic}-{tp.partition} not written")
+        self._services.waiters.notify(topic, tp.partition)
+
     async def release_member(self, group_id: str, member_id: str) -> None:
         """Release what `member_id` holds in every share partition of its group."""
         now = self._services.now_ms()

@@ -23,6 +23,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from tests.fixtures.reference_broker import kafka_tool
+
 LOCK_MS = 2000
 SHARE_CONFIG = {"group.share.record.lock.duration.ms": str(LOCK_MS),
                 "group.share.min.record.lock.duration.ms": "1000"}
@@ -203,3 +205,55 @@ def test_a_broker_killed_gives_back_nothing_accepted_and_loses_nothing(share_bro
         assert sorted(m.value() for m in again) == sorted(set(values) - set(accepted))
     finally:
         after.close()
+
+
+SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+
+
+def _tool_rows(out: str, group: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.startswith(group + " ")]
+
+
+def test_kafka_share_groups_describes_resets_and_deletes_share_offsets(share_broker):
+    """`kafka-share-groups.sh` (Kafka 4.2.1's ShareGroupCommand): --describe shows each
+    partition's start offset and lag, --reset-offsets moves it (the group empty), and
+    --delete-offsets drops the group's state on a topic."""
+    broker = share_broker
+    _topic(broker, "tally", "counters")
+    _produce(broker, "tally", [f"t{i}".encode() for i in range(8)])
+    c = _consumer(broker, "counters", "tally", **{"share.acknowledgement.mode": "explicit"})
+    try:
+        got: list = []
+        deadline = time.monotonic() + 20
+        while len(got) < 8 and time.monotonic() < deadline:
+            got += _records(c)
+        for m in got[:5]:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync()
+    finally:
+        c.close()  # the rest released; the group is empty now
+    described = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--describe", "--group",
+                           "counters")
+    # GROUP TOPIC PARTITION LEADER-EPOCH START-OFFSET LAG
+    rows = _tool_rows(described, "counters")
+    assert len(rows) == 1, described
+    (row,) = rows
+    assert row[1:3] == ["tally", "0"] and row[-2:] == ["5", "3"], described
+    reset = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--reset-offsets", "--group",
+                       "counters", "--topic", "tally", "--to-earliest", "--execute")
+    assert any(r[-1] == "0" for r in _tool_rows(reset, "counters")), reset
+    again = _consumer(broker, "counters", "tally")
+    try:
+        redone: list = []
+        deadline = time.monotonic() + 20
+        while len(redone) < 8 and time.monotonic() < deadline:
+            redone += _records(again)
+        assert sorted(m.value() for m in redone) == sorted(f"t{i}".encode() for i in range(8))
+    finally:
+        again.close()
+    deleted = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--delete-offsets", "--group",
+                         "counters", "--topic", "tally")
+    assert "Successful" in deleted or "successful" in deleted, deleted
+    described = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--describe", "--group",
+                           "counters")
+    assert all(r[2] != "0" or r[-2] == "-" for r in _tool_rows(described, "counters")), described

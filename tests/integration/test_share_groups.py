@@ -1,7 +1,8 @@
 """KIP-932 share group membership on the broker, over TCP (kio-built requests).
 
 What a share consumer's group membership needs from the coordinator: ApiVersions advertises
-ShareGroupHeartbeat and ShareGroupDescribe v1 (and not yet ShareFetch or ShareAcknowledge),
+ShareGroupHeartbeat and ShareGroupDescribe v1 (with ShareFetch, ShareAcknowledge and the
+share offsets APIs in Kafka 4.2's versions),
 members join, heartbeat and leave, partitions are shared when members outnumber them, a
 silent member is fenced after the share session timeout, ShareGroupDescribe, ListGroups,
 DescribeGroups and DeleteGroups see the group as Kafka 4.2 shows it, offsets APIs refuse a
@@ -85,7 +86,7 @@ def _topic_id(conn: RawConnection, name: str) -> uuid.UUID:
     return resp.topics[0].topic_id
 
 
-def test_share_apis_are_advertised_in_version_1_only(broker: CoterieBroker) -> None:
+def test_share_apis_are_advertised_in_kafka_4_2s_versions(broker: CoterieBroker) -> None:
     with RawConnection(broker.host, broker.port) as conn:
         resp = conn.request(ApiVersionsRequest(client_software_name="test",
                                                client_software_version="1"))
@@ -93,7 +94,13 @@ def test_share_apis_are_advertised_in_version_1_only(broker: CoterieBroker) -> N
                 for k in resp.api_keys}
     assert versions[76] == (1, 1)  # ShareGroupHeartbeat
     assert versions[77] == (1, 1)  # ShareGroupDescribe
-    assert 78 not in versions and 79 not in versions  # ShareFetch, ShareAcknowledge: not yet
+    assert versions[78] == (1, 2)  # ShareFetch
+    assert versions[79] == (1, 2)  # ShareAcknowledge
+    assert versions[90] == (0, 1)  # DescribeShareGroupOffsets
+    assert versions[91] == (0, 0)  # AlterShareGroupOffsets
+    assert versions[92] == (0, 0)  # DeleteShareGroupOffsets
+    # Kafka's broker-to-share-coordinator APIs are not served: coterie has none (83-87).
+    assert not {83, 84, 85, 86, 87} & set(versions)
 
 
 def test_members_join_share_partitions_and_leave(broker: CoterieBroker) -> None:
@@ -273,9 +280,7 @@ def test_kafka_share_groups_tool_lists_describes_and_deletes(coterie: CoterieBro
 def test_kafka_share_consumer_joins_and_leaves(coterie: CoterieBroker,
                                                tmp_path: Path) -> None:
     """Kafka 4.2.1's KafkaShareConsumer joins a share group on coterie (its heartbeats), is
-    assigned every partition, is described by Kafka's Admin, and leaves when closed. A
-    broker with the default session timeout: without ShareFetch (not served yet) the
-    4.2.1 client spins on its fetch errors and heartbeats only every few seconds."""
+    assigned every partition, is described by Kafka's Admin, and leaves when closed."""
     broker = coterie
     missing = reference_tools_missing() + [t for t in ("javac",) if shutil.which(t) is None]
     if missing:

@@ -288,11 +288,17 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
     return ctx.respond_off_loop(data) if len(listed) >= LARGE else ctx.respond(data)
 
 
-def delete_groups(ctx: RequestContext, request: Any) -> Any:
+async def delete_groups(ctx: RequestContext, request: Any) -> Any:
     runtime = ctx.services.groups
-    return ctx.respond({"results": [
+    results = [
         {"group_id": group_id, "error_code":
             runtime.handle(DeleteGroupRequest(group_id))
             if may(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id)
             else ErrorCode.group_authorization_failed}
-        for group_id in request.groups_names]})
+        for group_id in request.groups_names]
+    shares = ctx.services.share_partitions
+    if shares is not None:  # a deleted share group's share-partition state goes with it
+        for r in results:
+            if r["error_code"] == ErrorCode.none:
+                await shares.delete_group(r["group_id"])
+    return ctx.respond({"results": results})

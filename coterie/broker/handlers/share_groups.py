@@ -16,8 +16,8 @@ with Kafka 4.2's KafkaApis checks in KafkaApis' order:
   TOPIC_AUTHORIZATION_FAILED "The group has described topic(s) that the client is not
   authorized to describe." with no members.
 
-ShareFetch and ShareAcknowledge are not served yet (the share partitions are another
-step); the group membership is.
+ShareFetch and ShareAcknowledge (coterie.broker.handlers.share_fetch) serve the records;
+this module serves the group membership.
 """
 
 from __future__ import annotations
