@@ -76,6 +76,11 @@ class Group(Protocol):
         """OffsetFetch (v9+, with a member id or epoch) fencing, or None."""
         ...
 
+    def offset_delete_refusal(self) -> Refusal | None:
+        """OffsetDelete of the group's offsets refused as a whole (Kafka 4.2's
+        validateOffsetDelete), or None: the partitions are then checked one by one."""
+        ...
+
     def subscribed_topics(self) -> set[str]:
         """Topics the group's members subscribe to (OffsetDelete refuses to delete their
         offsets); empty when it has no members."""

@@ -340,15 +340,15 @@ class GroupShard:
         return OffsetFetchResponse(ErrorCode.none, offsets)
 
     def offset_delete(self, req: OffsetDeleteRequest) -> Result:
-        """GROUP_ID_NOT_FOUND for an id with neither a group nor offsets; a group that
-        refuses even an anonymous OffsetFetch (a share group: Kafka 4.2 answers "not a
-        consumer group" to every offset API) refuses with that refusal's code; a partition
-        of a topic the group's members subscribe to is GROUP_SUBSCRIBED_TO_TOPIC; the
-        others' offsets are deleted (tombstones only for those that exist)."""
+        """GROUP_ID_NOT_FOUND for an id with neither a group nor offsets; a group whose
+        offsets may not be deleted at all (`Group.offset_delete_refusal`: a share group)
+        refuses the whole request; a partition of a topic the group's members subscribe to
+        is GROUP_SUBSCRIBED_TO_TOPIC; the others' offsets are deleted (tombstones only for
+        those that exist)."""
         group = self.groups.get(req.group_id)
         if group is None and not self.offsets.has_offsets(req.group_id):
             return Result(OffsetDeleteResponse(ErrorCode.group_id_not_found))
-        refusal = None if group is None else group.fetch_refusal(None, -1)
+        refusal = None if group is None else group.offset_delete_refusal()
         if refusal is not None:
             return Result(OffsetDeleteResponse(refusal.code))
         subscribed = group.subscribed_topics() if group is not None else set()

@@ -27,6 +27,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_commit.v9.request import (
@@ -34,8 +35,19 @@ from kio.schema.offset_commit.v9.request import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from kio.schema.offset_delete.v0.request import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
+from kio.schema.offset_fetch.v9.request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopics,
+)
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.static.primitive import i8, i32, i64
 
 from tests.fixtures.coterie_broker import CoterieBroker
 from tests.fixtures.reference_broker import (
@@ -163,8 +175,7 @@ def test_refusals(broker: CoterieBroker) -> None:
     member = _member()
     with broker_log_on_failure(broker.log_text), RawConnection(broker.host, broker.port) as conn:
         r = _heartbeat(conn, "sr", "x" * 37, 0, ("share-refusals",))
-        assert (r.error_code, r.error_message) == (ErrorCode.invalid_request,
-                                                   "Invalid member id in the request.")
+        assert (r.error_code, r.error_message) == (ErrorCode.invalid_request, None)
         r = _heartbeat(conn, "sr", member, 0, None)
         assert (r.error_code, r.error_message) == (
             ErrorCode.invalid_request, "SubscribedTopicNames must be set in first request.")
@@ -304,3 +315,132 @@ def test_kafka_share_consumer_joins_and_leaves(coterie: CoterieBroker,
         with RawConnection(broker.host, broker.port) as conn:
             (d,) = _describe(conn, "java-share").groups
         assert (d.error_code, d.group_state, d.members) == (ErrorCode.none, "Empty", ())
+
+
+# -- the same exchange as Kafka 4.2.1 answers it ------------------------------------------------
+
+def answers(host: str, port: int, topic: str = "share-same") -> list[tuple[Any, ...]]:
+    """One scripted exchange of raw requests about share group ids, and what each answer
+    says (codes, messages, states): tests/reference/test_reference_share_groups.py runs it
+    against Kafka 4.2.1, and both brokers must give `SAME_ANSWERS` (but for the first
+    assignment, docs/share-groups.md). The topic must exist with 2 partitions."""
+    m1, m2 = "share-member-one", "share-member-two"
+    out: list[tuple[Any, ...]] = []
+    with RawConnection(host, port) as conn:
+        # A broker's group coordinator may still be loading (Kafka creates
+        # __consumer_offsets on the first FindCoordinator): wait until it answers.
+        deadline = time.monotonic() + 60
+        while True:
+            conn.request(FindCoordinatorRequest(key_type=i8(0),
+                                                coordinator_keys=("same", "same-simple")))
+            groups = _describe(conn, "same", "same-simple").groups
+            if all(g.error_code not in _NOT_YET for g in groups):
+                break
+            assert time.monotonic() < deadline, groups
+            time.sleep(0.5)
+
+        def record(name: str, r: Any) -> None:
+            out.append((name, r.error_code, r.error_message))
+
+        record("member id too long", _heartbeat(conn, "same", "x" * 37, 0, (topic,)))
+        record("no subscription", _heartbeat(conn, "same", m1, 0, None))
+        record("empty rack", conn.request(ShareGroupHeartbeatRequest(
+            group_id="same", member_id=m1, member_epoch=i32(0), rack_id="",
+            subscribed_topic_names=(topic,))))
+        record("epoch -2", _heartbeat(conn, "same", m1, -2))
+        record("unknown group", _heartbeat(conn, "same", m1, 3))
+        record("unknown group leave", _heartbeat(conn, "same", m1, -1))
+        joined = _heartbeat(conn, "same", m1, 0, (topic,))
+        out.append(("join", joined.error_code, joined.member_epoch,
+                    joined.heartbeat_interval.total_seconds()))
+        again = _heartbeat(conn, "same", m1, 1)
+        out.append(("heartbeat", again.error_code, again.member_epoch))
+        record("epoch ahead", _heartbeat(conn, "same", m1, 6))
+        record("unknown member", _heartbeat(conn, "same", m2, 1))
+        for g in (*_describe(conn, "same").groups, *_describe(conn, "same-nobody").groups):
+            out.append(("describe", g.group_id, g.error_code, g.error_message, g.group_state,
+                        g.group_epoch, g.assignor_name,
+                        [(m.member_id, m.member_epoch) for m in g.members]))
+        (classic,) = conn.request(DescribeGroupsRequest(
+            groups=("same",), include_authorized_operations=False)).groups
+        out.append(("describe groups", classic.error_code, classic.error_message,
+                    classic.group_state))
+        listed = conn.request(ListGroupsRequest(states_filter=(), types_filter=()))
+        out.append(("list", [(g.protocol_type, g.group_state, g.group_type)
+                             for g in listed.groups if g.group_id == "same"]))
+        commit = conn.request(_commit("same", topic))
+        out.append(("offset commit", commit.topics[0].partitions[0].error_code))
+        fetched = conn.request(OffsetFetchRequest(groups=(OffsetFetchRequestGroup(
+            group_id="same", topics=(OffsetFetchRequestTopics(
+                name=topic, partition_indexes=(i32(0),)),)),), require_stable=False))
+        out.append(("offset fetch", fetched.groups[0].error_code,
+                    [(p.partition_index, p.committed_offset, p.error_code)
+                     for t in fetched.groups[0].topics for p in t.partitions]))
+        deleted = conn.request(OffsetDeleteRequest(group_id="same", topics=(
+            OffsetDeleteRequestTopic(name=topic, partitions=(
+                OffsetDeleteRequestPartition(partition_index=i32(0)),)),)))
+        out.append(("offset delete", deleted.error_code))
+        (busy,) = conn.request(DeleteGroupsRequest(groups_names=("same",))).results
+        out.append(("delete with members", busy.error_code))
+        left = _heartbeat(conn, "same", m1, -1)
+        out.append(("leave", left.error_code, left.member_epoch))
+        record("leave again", _heartbeat(conn, "same", m1, -1))
+        (gone,) = conn.request(DeleteGroupsRequest(groups_names=("same",))).results
+        out.append(("delete empty", gone.error_code))
+        conn.request(_commit("same-simple", topic))
+        record("join an id with offsets", _heartbeat(conn, "same-simple", m1, 0, (topic,)))
+        (simple,) = _describe(conn, "same-simple").groups
+        out.append(("describe an id with offsets", simple.error_code, simple.error_message))
+    return out
+
+
+_NOT_YET = (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+            ErrorCode.not_coordinator)
+E = ErrorCode
+SAME_ANSWERS: list[tuple[Any, ...]] = [
+    ("member id too long", E.invalid_request, None),
+    ("no subscription", E.invalid_request, "SubscribedTopicNames must be set in first request."),
+    ("empty rack", E.invalid_request, "RackId can't be empty."),
+    ("epoch -2", E.invalid_request, "MemberEpoch is invalid."),
+    ("unknown group", E.group_id_not_found, "Share group same not found."),
+    ("unknown group leave", E.group_id_not_found, "Group same not found."),
+    ("join", E.none, 1, 5.0),
+    ("heartbeat", E.none, 1),
+    ("epoch ahead", E.fenced_member_epoch,
+     "The share group member has a greater member epoch (6) than the one known by the "
+     "group coordinator (1). The member must abandon all its partitions and rejoin."),
+    ("unknown member", E.unknown_member_id,
+     "Member share-member-two is not a member of group same."),
+    ("describe", "same", E.none, None, "Stable", 1, "simple", [("share-member-one", 1)]),
+    ("describe", "same-nobody", E.group_id_not_found, "Group same-nobody not found.", "", 0,
+     "", []),
+    ("describe groups", E.group_id_not_found, "Group same is not a classic group.", "Dead"),
+    ("list", [("share", "Stable", "share")]),
+    ("offset commit", E.group_id_not_found),
+    ("offset fetch", E.none, [(0, -1, E.none)]),
+    ("offset delete", E.group_id_not_found),
+    ("delete with members", E.non_empty_group),
+    ("leave", E.none, -1),
+    ("leave again", E.unknown_member_id,
+     "Member share-member-one is not a member of group same."),
+    ("delete empty", E.none),
+    ("join an id with offsets", E.group_id_not_found, "Group same-simple is not a share group."),
+    ("describe an id with offsets", E.group_id_not_found,
+     "Group same-simple is not a share group."),
+]
+
+
+def _commit(group: str, topic: str) -> Any:
+    return OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=i32(-1), member_id="",
+        group_instance_id=None, topics=(OffsetCommitRequestTopic(
+            name=topic, partitions=(OffsetCommitRequestPartition(
+                partition_index=i32(0), committed_offset=i64(1),
+                committed_leader_epoch=i32(-1), committed_metadata=""),)),))
+
+
+def test_the_answers_kafka_gives(coterie: CoterieBroker) -> None:
+    """The exchange Kafka 4.2.1 answers with SAME_ANSWERS (tests/reference)."""
+    create_topics(coterie.bootstrap, {"share-same": 2})
+    with broker_log_on_failure(coterie.log_text):
+        assert answers(coterie.host, coterie.port) == SAME_ANSWERS

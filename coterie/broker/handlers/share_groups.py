@@ -6,8 +6,8 @@ ShareGroupDescribeRequest), hands them to the group runtime's door and maps the 
 with Kafka 4.2's KafkaApis checks in KafkaApis' order:
 
 - A heartbeat needs READ on the group (else GROUP_AUTHORIZATION_FAILED "Group authorization
-  failed."); then its member id must be 1 to 36 characters (else INVALID_REQUEST "Invalid
-  member id in the request.": share consumers generate a UUID); then, when it names its
+  failed."); then its member id must be 1 to 36 characters (else INVALID_REQUEST, with no
+  message, as a 4.2.1 broker answers: share consumers generate a UUID); then, when it names its
   subscribed topics, the principal must be allowed to DESCRIBE every one of them (else
   TOPIC_AUTHORIZATION_FAILED, with no message, as Kafka); only then is the coordinator
   asked.
@@ -81,7 +81,8 @@ def share_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         return _refused(ctx, ErrorCode.group_authorization_failed,
                         "Group authorization failed.")
     if not request.member_id or len(request.member_id) > MAX_MEMBER_ID_CHARS:
-        return _refused(ctx, ErrorCode.invalid_request, "Invalid member id in the request.")
+        # Kafka 4.2.1 sends this refusal without its message.
+        return _refused(ctx, ErrorCode.invalid_request, None)
     names = request.subscribed_topic_names
     if authorizer is not None and names and unauthorized_topics(
             ctx, AclOperation.DESCRIBE, names):

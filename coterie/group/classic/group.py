@@ -171,6 +171,10 @@ class ClassicGroup:
         """Kafka does not fence a classic group's OffsetFetch."""
         return None
 
+    def offset_delete_refusal(self) -> Refusal | None:
+        """A classic group's offsets may be deleted (partition by partition)."""
+        return None
+
     def subscribed_topics(self) -> set[str]:
         """The topics in the members' embedded consumer-protocol subscriptions; none for a
         group of another protocol type (Connect's, say) or without members."""

@@ -162,6 +162,10 @@ class ConsumerGroup:
                            f"Member {member_id} is not a member of group {self.group_id}.")
         return _epoch_refusal(epoch, member.member_epoch, member.uses_classic_protocol)
 
+    def offset_delete_refusal(self) -> Refusal | None:
+        """A consumer group's offsets may be deleted (partition by partition)."""
+        return None
+
     def offsets_expire_from(self) -> int | None:
         """A group with members keeps its offsets; an empty one's expire by commit time
         (Kafka's consumer groups do not track when they became empty)."""

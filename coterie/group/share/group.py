@@ -17,8 +17,9 @@ The state, as Kafka 4.2's ShareGroup derives it: Empty without members, else Sta
 member never waits for another to give a partition back).
 
 Offsets: a share group keeps no committed offsets of the consumer kind. Kafka 4.2 refuses
-OffsetCommit and OffsetFetch for its id with GROUP_ID_NOT_FOUND "Group <id> is not a
-consumer group.", and so does coterie (`commit_refusal`, `fetch_refusal`).
+OffsetCommit (and TxnOffsetCommit) and OffsetDelete for its id with GROUP_ID_NOT_FOUND "Group
+<id> is not a consumer group.", and so does coterie (`commit_refusal`,
+`offset_delete_refusal`); an OffsetFetch is answered without error and with no offsets.
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ class ShareGroup:
         return self._not_consumer()
 
     def fetch_refusal(self, member_id: str | None, epoch: int) -> Refusal | None:
+        """Kafka 4.2.1 answers an OffsetFetch of a share group id without error (and with
+        no offsets, as it has none), whoever asks: checked against a 4.2.1 broker."""
+        return None
+
+    def offset_delete_refusal(self) -> Refusal | None:
         return self._not_consumer()
 
     def _not_consumer(self) -> Refusal:

@@ -171,6 +171,10 @@ class StreamsGroup:
                            f"member epoch {member.member_epoch}.")
         return None
 
+    def offset_delete_refusal(self) -> Refusal | None:
+        """A streams group's offsets may be deleted (partition by partition)."""
+        return None
+
     def subscribed_topics(self) -> set[str]:
         """The topology's source and repartition source topics while the group has members
         (Kafka's isSubscribedToTopic): OffsetDelete may not delete their offsets."""

@@ -99,6 +99,9 @@ class ToyGroup:
     def fetch_refusal(self, member_id: str | None, epoch: int) -> Refusal | None:
         return None
 
+    def offset_delete_refusal(self) -> Refusal | None:
+        return None
+
     def subscribed_topics(self) -> set[str]:
         return {"t"} if self.members else set()
 
