@@ -68,6 +68,8 @@ from kio.schema.write_txn_markers.v1.request import (
 )
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
+from coterie.wire.build import build
+from coterie.wire.codec import request_schema
 from tests.fixtures.coterie_broker import CoterieBroker, free_port
 from tests.kafka_raw import RawConnection
 
@@ -531,3 +533,40 @@ def test_share_group_apis_need_their_acls(broker: CoterieBroker) -> None:
             ())
     with _raw(broker, "carol") as carol:
         assert _share_describe(carol, group).error_code == ErrorCode.group_authorization_failed
+
+
+def _topic_id_of(conn: RawConnection, name: str) -> uuid.UUID:
+    md = conn.request(build(request_schema(3, 12), {"topics": [{"name": name}]}))
+    return md.topics[0].topic_id
+
+
+def _share_fetch(conn: RawConnection, group: str, member: str, topic_id: uuid.UUID) -> Any:
+    return conn.request(build(request_schema(78, 1), {
+        "group_id": group, "member_id": member, "share_session_epoch": 0, "max_wait": 0,
+        "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100,
+        "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0}]}],
+        "forgotten_topics_data": []}))
+
+
+def test_share_fetch_and_acknowledge_need_read_on_the_group_and_the_topic(
+        broker: CoterieBroker) -> None:
+    """Kafka 4.2's checks: ShareFetch and ShareAcknowledge need READ on the group (else the
+    whole answer is GROUP_AUTHORIZATION_FAILED), and a ShareFetch READ on each topic (else
+    that topic's partitions are TOPIC_AUTHORIZATION_FAILED)."""
+    with _raw(broker, "admin") as root:
+        orders, payments = _topic_id_of(root, TOPIC), _topic_id_of(root, SECRET)
+    with _raw(broker, "carol") as carol:  # reads orders, no READ on any group
+        refused = _share_fetch(carol, "carols", str(uuid.uuid4()), orders)
+        assert refused.error_code == ErrorCode.group_authorization_failed
+        acked = carol.request(build(request_schema(79, 1), {
+            "group_id": "carols", "member_id": str(uuid.uuid4()), "share_session_epoch": 1,
+            "topics": []}))
+        assert acked.error_code == ErrorCode.group_authorization_failed
+    with _raw(broker, "alice") as alice:  # READ on team-a-* and on orders, not payments
+        allowed = _share_fetch(alice, "team-a-queue", str(uuid.uuid4()), orders)
+        assert allowed.error_code == ErrorCode.none
+        assert allowed.responses[0].partitions[0].error_code == ErrorCode.none
+        hidden = _share_fetch(alice, "team-a-queue", str(uuid.uuid4()), payments)
+        assert hidden.error_code == ErrorCode.none
+        assert hidden.responses[0].partitions[0].error_code == \
+            ErrorCode.topic_authorization_failed
