@@ -6,11 +6,14 @@ killed with -9 gives back nothing accepted and loses nothing unaccepted."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
@@ -23,7 +26,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.fixtures.reference_broker import kafka_tool
+from tests.fixtures.reference_broker import (
+    kafka_tool,
+    load_reference_kafka,
+    reference_tools_missing,
+)
+from tests.integration.test_java_console_consumer_848 import JVM_OPTIONS
 
 LOCK_MS = 2000
 SHARE_CONFIG = {"group.share.record.lock.duration.ms": str(LOCK_MS),
@@ -257,3 +265,44 @@ def test_kafka_share_groups_describes_resets_and_deletes_share_offsets(share_bro
     described = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--describe", "--group",
                            "counters")
     assert all(r[2] != "0" or r[-2] == "-" for r in _tool_rows(described, "counters")), described
+
+
+SHARE_CONSUME = Path(__file__).parent / "java" / "ShareConsume.java"
+
+
+@pytest.fixture(params=["coterie", pytest.param("reference_kafka",
+                                                marks=pytest.mark.reference)])
+def any_broker(request: pytest.FixtureRequest):
+    if request.param == "coterie":
+        return request.getfixturevalue("coterie_factory")()
+    return request.getfixturevalue(request.param)
+
+
+def test_kafka_share_consumers_read_every_record_once(any_broker, tmp_path: Path) -> None:
+    """Kafka 4.2.1's KafkaShareConsumer, two in one share group on a two-partition topic,
+    side by side on coterie and on Kafka 4.2.1: every record read, none twice, both
+    consumers busy."""
+    broker = any_broker
+    missing = reference_tools_missing() + [t for t in ("javac",) if shutil.which(t) is None]
+    if missing:
+        pytest.skip("the Java share consumer test needs java, javac and mvn on PATH: "
+                    "missing " + ", ".join(missing))
+    lib = Path(load_reference_kafka().fetch(
+        log=lambda msg: print(msg, file=sys.stderr, flush=True)))
+    subprocess.run(["javac", "-cp", f"{lib}/*", "-d", str(tmp_path), str(SHARE_CONSUME)],
+                   check=True, capture_output=True, timeout=120)
+    topic, group = f"java-share-{uuid.uuid4().hex[:6]}", f"java-sharers-{uuid.uuid4().hex[:6]}"
+    _topic(broker, topic, group, partitions=2)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(60):
+        p.produce(topic, f"m{i}".encode(), partition=i % 2)
+    assert p.flush(10) == 0
+    done = subprocess.run(
+        ["java", *JVM_OPTIONS, "-cp", f"{tmp_path}:{lib}/*", "ShareConsume", broker.bootstrap,
+         group, topic, "2", "60", "60"], capture_output=True, timeout=150)
+    out = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, out + done.stderr.decode(errors="replace")[-3000:]
+    words = out.split()
+    assert words[:4] == ["DISTINCT", "60", "TWICE", "0"], out
+    each = [int(n) for n in words[5:7]]
+    assert sum(each) == 60 and all(each), out
