@@ -263,3 +263,37 @@ def test_the_groups_share_auto_offset_reset_decides_where_a_share_partition_star
     finally:
         for m in members:
             m.close()
+
+
+def test_share_offsets_change_only_in_an_empty_share_group(share_broker):
+    """Alter- and DeleteShareGroupOffsets refuse a group with members (NON_EMPTY_GROUP) and
+    an id no share group has (GROUP_ID_NOT_FOUND); DescribeShareGroupOffsets of a member's
+    group shows where its share partition starts."""
+    broker = share_broker
+    topic_id = _topic(broker, "busy")
+    with RawConnection(broker.host, broker.port) as conn:
+        member = str(uuid.uuid4())
+        joined = conn.request(build(request_schema(76, 1), {
+            "group_id": "busy-group", "member_id": member, "member_epoch": 0,
+            "rack_id": None, "subscribed_topic_names": ["busy"]}))
+        assert joined.error_code == ErrorCode.none
+        a = Member(broker, "busy-group", topic_id)
+        a.member_id = member
+        a.fetch()  # sets the share partition up at the log end (0)
+        a.close()
+        alter = {"group_id": "busy-group", "topics": [
+            {"topic_name": "busy", "partitions": [{"partition_index": 0, "start_offset": 0}]}]}
+        refused = conn.request(build(request_schema(91, 0), alter))
+        assert refused.error_code == ErrorCode.non_empty_group
+        refused = conn.request(build(request_schema(92, 0), {
+            "group_id": "busy-group", "topics": [{"topic_name": "busy"}]}))
+        assert refused.error_code == ErrorCode.non_empty_group
+        unknown = conn.request(build(request_schema(91, 0), {**alter, "group_id": "nobody"}))
+        assert unknown.error_code == ErrorCode.group_id_not_found
+        (described,) = conn.request(build(request_schema(90, 1), {"groups": [
+            {"group_id": "busy-group", "topics": None}]})).groups
+        assert described.error_code == ErrorCode.none
+        (topic,) = described.topics
+        assert (topic.topic_name, topic.topic_id) == ("busy", topic_id)
+        assert [(p.partition_index, p.start_offset, p.lag) for p in topic.partitions] == \
+            [(0, 0, 0)]

@@ -129,13 +129,20 @@ def _whole(ctx: RequestContext, code: ErrorCode, message: str | None) -> Any:
     return ctx.respond({"error_code": code, "error_message": message, "responses": []})
 
 
-async def delete_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
-    group_id = request.group_id
-    if not _allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
+def _refusal(ctx: RequestContext, group_id: str, operation: AclOperation) -> Any | None:
+    """The whole answer of an Alter or Delete the group does not allow: `operation` on the
+    group not granted, or the group not an empty share group here."""
+    if not _allowed(ctx, operation, ResourceType.GROUP, group_id):
         return _whole(ctx, ErrorCode.group_authorization_failed, "Group authorization failed.")
     error, message = _group_error(ctx, group_id, empty=True)
-    if error != ErrorCode.none:
-        return _whole(ctx, error, message)
+    return None if error == ErrorCode.none else _whole(ctx, error, message)
+
+
+async def delete_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
+    group_id = request.group_id
+    refused = _refusal(ctx, group_id, AclOperation.DELETE)
+    if refused is not None:
+        return refused
     shares = ctx.services.share_partitions
     responses = []
     for t in request.topics or ():
@@ -156,11 +163,9 @@ async def delete_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
 
 async def alter_share_group_offsets(ctx: RequestContext, request: Any) -> Any:
     group_id = request.group_id
-    if not _allowed(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-        return _whole(ctx, ErrorCode.group_authorization_failed, "Group authorization failed.")
-    error, message = _group_error(ctx, group_id, empty=True)
-    if error != ErrorCode.none:
-        return _whole(ctx, error, message)
+    refused = _refusal(ctx, group_id, AclOperation.READ)
+    if refused is not None:
+        return refused
     shares = ctx.services.share_partitions
     responses = []
     for t in request.topics or ():
