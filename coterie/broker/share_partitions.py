@@ -126,6 +126,10 @@ class SharePartitions:
         self._locks: dict[Key, asyncio.Lock] = {}
         self._by_group: dict[str, set[Key]] = {}
         self._deadlines: list[tuple[int, Key]] = []
+        # Each share partition's earliest deadline in the heap: a later one is not pushed
+        # (the expiry at the earlier one schedules the next), so the heap holds about one
+        # entry per share partition, not one per acquisition.
+        self._scheduled: dict[Key, int] = {}
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.Task[None] | None = None
 
@@ -353,6 +357,10 @@ class SharePartitions:
         deadline = sp.next_deadline()
         if deadline is None:
             return
+        scheduled = self._scheduled.get(key)
+        if scheduled is not None and scheduled <= deadline:
+            return
+        self._scheduled[key] = deadline
         heapq.heappush(self._deadlines, (deadline, key))
         if self._timer is None or self._timer.done():
             self._wake = asyncio.Event()
@@ -373,7 +381,10 @@ class SharePartitions:
             now = self._services.now_ms()
             due = set()
             while self._deadlines and self._deadlines[0][0] <= now:
-                due.add(heapq.heappop(self._deadlines)[1])
+                deadline, key = heapq.heappop(self._deadlines)
+                if self._scheduled.get(key) == deadline:  # else replaced by an earlier one
+                    del self._scheduled[key]
+                    due.add(key)
             for key in due:
                 await self._expire(key, now)
 
