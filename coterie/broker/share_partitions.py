@@ -43,6 +43,7 @@ from kio.schema.errors import ErrorCode
 
 from coterie.broker.config_defs import STATIC_CONFIGS
 from coterie.broker.context import LEADER_EPOCH
+from coterie.group import ShareGroupDescribeRequest
 from coterie.share import (
     AcquireMode,
     OffsetNotAvailable,
@@ -177,8 +178,10 @@ class SharePartitions:
             found = self._locks[key] = asyncio.Lock()
         return found
 
-    async def state(self, key: Key, topic: str, lease: Lease, now: int) -> SharePartition:
-        """The share partition of `key`, loaded or started; call holding `lock(key)`."""
+    async def state(self, key: Key, topic: str, lease: Lease, now: int, *,
+                    subscribed_only: bool = True) -> SharePartition:
+        """The share partition of `key`, loaded or started (only for a group subscribed to
+        the topic, unless not `subscribed_only`); call holding `lock(key)`."""
         sp = self._parts.get(key)
         if sp is not None and sp.leader_epoch == lease.epoch:
             sp.config = self.config_of(key[0])
@@ -200,6 +203,8 @@ class SharePartitions:
             if part is None:
                 raise ShareUnavailable(ErrorCode.unknown_topic_or_partition,
                                        f"no partition {topic}-{partition}")
+            if subscribed_only:
+                self._check_subscribed(group_id, topic)
             strategy = self._group_config(group_id, "share.auto.offset.reset") or "latest"
             try:
                 start = resolve_start_offset(
@@ -214,6 +219,23 @@ class SharePartitions:
         self._parts[key] = sp
         self._by_group.setdefault(group_id, set()).add(key)
         return sp
+
+    def _check_subscribed(self, group_id: str, topic: str) -> None:
+        """A share partition is set up only for a share group subscribed to its topic.
+
+        Kafka 4.2 sets share partitions up when the group subscribes, and answers a
+        ShareFetch for a partition it never set up with UNKNOWN_SERVER_ERROR (seen against a
+        4.2.1 broker): so does coterie, with a message saying why. Where this broker is not
+        the group's coordinator (a cluster), the group cannot be asked and is trusted."""
+        described = self._services.groups.handle(ShareGroupDescribeRequest(group_id))
+        if described.error == ErrorCode.group_id_not_found:
+            raise ShareUnavailable(ErrorCode.unknown_server_error,
+                                   f"there is no share group {group_id}")
+        if described.error != ErrorCode.none:
+            return
+        if not any(topic in m.subscribed_topic_names for m in described.members):
+            raise ShareUnavailable(ErrorCode.unknown_server_error,
+                                   f"share group {group_id} is not subscribed to {topic}")
 
     async def persist(self, key: Key, sp: SharePartition, outcome: Outcome,
                       lease: Lease) -> ErrorCode:
@@ -289,7 +311,7 @@ class SharePartitions:
         lease = self.lease_of(topic, tp)
         now = self._services.now_ms()
         async with self.lock(key):
-            sp = await self.state(key, topic, lease, now)
+            sp = await self.state(key, topic, lease, now, subscribed_only=False)
             code = await self.persist(key, sp, sp.reset(start_offset, now), lease)
         if code != ErrorCode.none:
             raise ShareUnavailable(code, f"share state of {topic}-{tp.partition} not written")

@@ -563,7 +563,10 @@ def test_share_fetch_and_acknowledge_need_read_on_the_group_and_the_topic(
             "topics": []}))
         assert acked.error_code == ErrorCode.group_authorization_failed
     with _raw(broker, "alice") as alice:  # READ on team-a-* and on orders, not payments
-        allowed = _share_fetch(alice, "team-a-queue", str(uuid.uuid4()), orders)
+        member = str(uuid.uuid4())
+        assert _share_heartbeat(alice, "team-a-queue", member, 0, (TOPIC,)).error_code == \
+            ErrorCode.none
+        allowed = _share_fetch(alice, "team-a-queue", member, orders)
         assert allowed.error_code == ErrorCode.none
         assert allowed.responses[0].partitions[0].error_code == ErrorCode.none
         hidden = _share_fetch(alice, "team-a-queue", str(uuid.uuid4()), payments)

@@ -51,11 +51,19 @@ def _produce(broker, topic: str, values: list[bytes]) -> None:
 class Member:
     """One share consumer speaking raw ShareFetch / ShareAcknowledge."""
 
-    def __init__(self, broker, group: str, topic_id: uuid.UUID, version: int = 1) -> None:
+    def __init__(self, broker, group: str, topic_id: uuid.UUID, version: int = 1,
+                 topic: str | None = None) -> None:
+        """A member of `group`: joined subscribing to `topic` (a ShareGroupHeartbeat), unless
+        `topic` is None."""
         self.conn = RawConnection(broker.host, broker.port)
         self.group, self.topic_id, self.version = group, topic_id, version
         self.member_id = str(uuid.uuid4())
         self.epoch = 0
+        if topic is not None:
+            joined = self.conn.request(build(request_schema(76, 1), {
+                "group_id": group, "member_id": self.member_id, "member_epoch": 0,
+                "rack_id": None, "subscribed_topic_names": [topic]}))
+            assert joined.error_code == ErrorCode.none, joined.error_message
 
     def close(self) -> None:
         self.conn.close()
@@ -123,7 +131,7 @@ def share_broker(coterie_factory):
 def test_acquire_acknowledge_release_and_redeliver_with_a_higher_count(share_broker):
     broker = share_broker
     topic_id = _topic(broker, "queue")
-    a, b = (Member(broker, "g", topic_id) for _ in range(2))
+    a, b = (Member(broker, "g", topic_id, topic="queue") for _ in range(2))
     try:
         # The share partition starts at the log end (share.auto.offset.reset=latest).
         assert _acquired(a.fetch()) == []
@@ -152,7 +160,7 @@ def test_acquire_acknowledge_release_and_redeliver_with_a_higher_count(share_bro
 def test_a_bad_acknowledgement_changes_no_ones_records(share_broker):
     broker = share_broker
     topic_id = _topic(broker, "strict")
-    a, b = (Member(broker, "g", topic_id) for _ in range(2))
+    a, b = (Member(broker, "g", topic_id, topic="strict") for _ in range(2))
     try:
         a.fetch()
         _produce(broker, "strict", [b"x", b"y", b"z"])
@@ -175,7 +183,7 @@ def test_a_bad_acknowledgement_changes_no_ones_records(share_broker):
 def test_session_epochs(share_broker):
     broker = share_broker
     topic_id = _topic(broker, "epochs")
-    a = Member(broker, "g", topic_id)
+    a = Member(broker, "g", topic_id, topic="epochs")
     try:
         assert a.fetch(epoch=3).error_code == ErrorCode.share_session_not_found
         assert a.fetch([(0, 0, [ACCEPT])], epoch=0).error_code == ErrorCode.invalid_request
@@ -193,7 +201,7 @@ def test_session_epochs(share_broker):
 def test_unacknowledged_records_come_back_after_the_lock_and_after_a_disconnect(share_broker):
     broker = share_broker
     topic_id = _topic(broker, "locks")
-    a, b = (Member(broker, "g", topic_id) for _ in range(2))
+    a, b = (Member(broker, "g", topic_id, topic="locks") for _ in range(2))
     try:
         a.fetch()
         _produce(broker, "locks", [b"1", b"2"])
@@ -206,7 +214,7 @@ def test_unacknowledged_records_come_back_after_the_lock_and_after_a_disconnect(
         assert time.monotonic() - started < LOCK_MS * 3 / 1000
         # b's connection drops with them acquired: released at once, not after the lock.
         b.close()
-        c = Member(broker, "g", topic_id)
+        c = Member(broker, "g", topic_id, topic="locks")
         again = _acquired(c.fetch(max_wait_ms=LOCK_MS // 2))
         assert _offsets(again) == [0, 1] and {n for _, _, n in again} == {3}
         c.close()
@@ -218,7 +226,7 @@ def test_unacknowledged_records_come_back_after_the_lock_and_after_a_disconnect(
 def test_after_a_kill_nothing_accepted_returns_and_nothing_unaccepted_is_lost(coterie_factory):
     broker = coterie_factory(config=SHARE_CONFIG)
     topic_id = _topic(broker, "durable")
-    a = Member(broker, "g", topic_id)
+    a = Member(broker, "g", topic_id, topic="durable")
     a.fetch()
     _produce(broker, "durable", [f"v{i}".encode() for i in range(6)])
     assert _offsets(_acquired(a.fetch(max_wait_ms=2000))) == list(range(6))
@@ -226,7 +234,7 @@ def test_after_a_kill_nothing_accepted_returns_and_nothing_unaccepted_is_lost(co
         ErrorCode.none
     a.close()
     broker.restart_after_kill9()
-    b = Member(broker, "g", topic_id)
+    b = Member(broker, "g", topic_id, topic="durable")
     try:
         b.fetch()
         got = _acquired(b.fetch(max_wait_ms=3000))
@@ -255,7 +263,8 @@ def test_the_groups_share_auto_offset_reset_decides_where_a_share_partition_star
             incremental_operation=AlterConfigOpType.SET)])]).values()
     with pytest.raises(KafkaException, match=r"share\.auto\.offset\.reset"):
         bad.result(10)
-    members = [Member(broker, g, topic_id) for g in ("from-start", "recent", "latest")]
+    members = [Member(broker, g, topic_id, topic="history")
+               for g in ("from-start", "recent", "latest")]
     try:
         got = [_offsets(_acquired(m.fetch(max_wait_ms=500))) for m in members]
         # earliest and the last hour start at the log start; latest at its end.
@@ -297,3 +306,27 @@ def test_share_offsets_change_only_in_an_empty_share_group(share_broker):
         assert (topic.topic_name, topic.topic_id) == ("busy", topic_id)
         assert [(p.partition_index, p.start_offset, p.lag) for p in topic.partitions] == \
             [(0, 0, 0)]
+
+
+def test_a_share_fetch_outside_the_groups_subscription_is_refused(share_broker):
+    """As Kafka 4.2.1 answers (seen against its broker): a partition the group never set up,
+    its topic not subscribed, or no such share group, is UNKNOWN_SERVER_ERROR; coterie says
+    why in the message. The group's subscribed topic is served in the same request."""
+    broker = share_broker
+    mine = _topic(broker, "mine")
+    theirs = _topic(broker, "theirs")
+    a = Member(broker, "subscribed", mine, topic="mine")
+    stranger = Member(broker, "no-such-group", mine)
+    try:
+        a.topic_id = theirs
+        (part,) = a.fetch().responses[0].partitions
+        assert part.error_code == ErrorCode.unknown_server_error
+        assert part.error_message == "share group subscribed is not subscribed to theirs"
+        a.topic_id = mine  # the same session: the subscribed topic is served
+        assert a.fetch().error_code == ErrorCode.none
+        (part,) = stranger.fetch().responses[0].partitions
+        assert part.error_code == ErrorCode.unknown_server_error
+        assert part.error_message == "there is no share group no-such-group"
+    finally:
+        a.close()
+        stranger.close()
