@@ -35,8 +35,6 @@ import heapq
 import logging
 import struct
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -80,15 +78,6 @@ class ShareUnavailable(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    """What an acquisition gave one member of one partition: the acquired ranges and the
-    stored batches holding them, as the log keeps them."""
-
-    acquired: tuple[Any, ...]  # AcquiredRange
-    records: bytes
 
 
 def entry_bytes(record: ShareStateRecord) -> bytes:
@@ -436,10 +425,3 @@ class SharePartitions:
 
 def _offset_of(found: Any) -> int | None:
     return None if found is None else found.offset
-
-
-def keys_of(group_id: str, parts: Iterable[tuple[uuid.UUID, int]]) -> list[Key]:
-    return [(group_id, topic_id, p) for topic_id, p in parts]
-
-
-Clock = Callable[[], int]
