@@ -330,37 +330,49 @@ class SharePartitions:
 
     # -- acquisition ----------------------------------------------------------------------
 
-    def read_for(self, sp: SharePartition, topic: str, max_bytes: int
-                 ) -> list[tuple[int, int, bytes]]:
-        """The whole batches at the share partition's next fetch offset, up to `max_bytes`
-        (at least one): (first offset, last offset, bytes) each."""
+    def read_for(self, sp: SharePartition, topic: str, max_bytes: int, max_records: int
+                 ) -> tuple[bytes, list[tuple[int, int, int, int]]]:
+        """The whole batches at the share partition's next fetch offset, as stored, and
+        (first offset, last offset, start, end) of each in them.
+
+        Only as far as one acquisition can reach: `max_records` past the window's end, and
+        not past the window's bound (max record locks from the start offset). Reading up to
+        `max_bytes` instead made every ShareFetch read, and split, megabytes of which it
+        took a few hundred records (docs/benchmarks.md, "Share groups: consume
+        throughput"). At least the batch holding the next fetch offset is read."""
         part = self._services.logs.partition(topic, sp.partition)
         if part is None:
-            return []
+            return b"", []
         offset = max(sp.next_fetch_offset(), part.log_start_offset)
         hw = part.high_watermark
-        if offset >= hw:
-            return []
-        span = part.locate(offset, max(max_bytes, 1), hw)
-        if span is None:
-            return []
+        bound = min(hw, sp.next_offset + max(max_records, 1),
+                    sp.start_offset + sp.config.max_record_locks)
+        if offset >= bound:
+            return b"", []
+        span = part.locate(offset, max(max_bytes, 1), bound)
+        if span is None:  # the batch at `offset` holds the bound: that batch alone
+            span = part.locate(offset, 1, hw)
+            if span is None:
+                return b"", []
         seg, start, end = span
         data = seg.read_range(start, end)
-        return [(first, last, data[s:e]) for first, last, s, e in batch_spans(data)]
+        return data, batch_spans(data)
 
     @staticmethod
-    def acquire(sp: SharePartition, member_id: str, batches: list[tuple[int, int, bytes]],
-                max_records: int, mode: AcquireMode, now: int) -> tuple[Outcome, bytes]:
-        """Acquire from `batches` for `member_id`; the outcome and the bytes of the batches
-        holding what was acquired."""
-        outcome = sp.acquire(member_id, [(f, last) for f, last, _ in batches], max_records,
-                             now, mode=mode)
+    def acquire(sp: SharePartition, member_id: str, data: bytes,
+                batches: list[tuple[int, int, int, int]], max_records: int,
+                mode: AcquireMode, now: int) -> tuple[Outcome, bytes]:
+        """Acquire from the batches read for `member_id`; the outcome, and the stored bytes
+        from the first batch holding an acquired record to the last (one slice: a batch in
+        between whose records others hold goes too, and the client skips it, as it skips
+        what is outside its acquired ranges)."""
+        outcome = sp.acquire(member_id, [(f, last) for f, last, _, _ in batches],
+                             max_records, now, mode=mode)
         if not outcome.acquired:
             return outcome, b""
-        wanted = [(r.first_offset, r.last_offset) for r in outcome.acquired]
-        data = b"".join(b for first, last, b in batches
-                        if any(first <= hi and lo <= last for lo, hi in wanted))
-        return outcome, data
+        lo, hi = outcome.acquired[0].first_offset, outcome.acquired[-1].last_offset
+        held = [(s, e) for first, last, s, e in batches if first <= hi and lo <= last]
+        return outcome, data[held[0][0]:held[-1][1]] if held else b""
 
     # -- lock expiry ----------------------------------------------------------------------
 

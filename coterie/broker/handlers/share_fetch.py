@@ -178,8 +178,9 @@ async def _fetch_round(ctx: RequestContext, request: Any, parts: dict[TP, _Parti
             lease = shares.lease_of(topic, TopicIdPartition(*tp))
             async with shares.lock(key):
                 sp = await shares.state(key, topic, lease, now)
-                batches = shares.read_for(sp, topic, bytes_left)
-                outcome, data = shares.acquire(sp, member_id, batches, records_left, mode, now)
+                data, batches = shares.read_for(sp, topic, bytes_left, records_left)
+                outcome, data = shares.acquire(sp, member_id, data, batches, records_left,
+                                               mode, now)
                 code = await shares.persist(key, sp, outcome, lease)
         except ShareUnavailable as e:
             part.error, part.message = e.code, str(e)
