@@ -6,7 +6,7 @@ Each broker runs as its own subprocess on a free loopback port with a temporary 
 scripts/reference_kafka.py), one broker after the other in the same run, so they do not
 compete for cores with each other. On each broker:
 
-* one topic of `--partitions` (4) partitions gets `--records` (500,000) records of
+* one topic of `--partitions` (4) partitions gets `--records` (1,500,000) records of
   `--value-size` (100) bytes, round-robin over the partitions, produced before any consumer
   starts (confluent-kafka, linger.ms=5, acks=1); each value starts with the record's number;
 * for every consumer count (1, 4, 16 by default) a fresh share group is given
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     from _brokers import prepare_reference
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--records", type=int, default=1_500_000)
     parser.add_argument("--value-size", type=int, default=100, help="bytes per value (>= 4)")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--consumers", type=lambda s: [int(x) for x in s.split(",")],
