@@ -290,3 +290,33 @@ def test_a_broker_that_lost_a_partition_writes_nothing_and_reloads_it_when_it_le
         assert _offsets(again) == list(range(40, 50)), again
     finally:
         m3.close()
+
+
+def test_share_consumers_go_on_when_their_leader_is_paused_past_its_lease(share_cluster):
+    """The leader paused (SIGSTOP) past its lease with share fetches waiting on it: awake,
+    it answers them NOT_LEADER_OR_FOLLOWER, writes nothing, and the consumers go on with
+    whoever leads the partition; every record once."""
+    cluster = share_cluster
+    group = "sleepers"
+    (a,) = _topic(cluster, "drowsy", group, 1).values()
+    consumers = [_consumer(cluster, group, "drowsy", **{"socket.timeout.ms": "10000"})
+                 for _ in range(2)]
+    try:
+        first = [f"d{i}".encode() for i in range(30)]
+        _produce(cluster, "drowsy", first, partition=0)
+        got = _drain(consumers, len(first), 30, settle=0.5)
+        assert sorted(m.value() for m in got) == sorted(first)
+        cluster.pause(a)
+        try:
+            _leader_of(cluster, "drowsy", lambda node: node != a, LEASE_MS / 1000 * 10)
+            second = [f"e{i}".encode() for i in range(30)]
+            _produce(cluster, "drowsy", second, partition=0)
+        finally:
+            cluster.resume(a)
+        wait_until(lambda: "no longer leads drowsy-0" in cluster.broker(a).log_text(), 30,
+                   "the paused broker giving the partition up")
+        got = _drain(consumers, len(second), 60)
+        values = [m.value() for m in got]
+        assert sorted(values) == sorted(second), (len(values), len(set(values)))
+    finally:
+        _close(consumers)
