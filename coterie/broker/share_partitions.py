@@ -277,8 +277,21 @@ class SharePartitions:
         return self._store
 
     def cached(self, key: Key) -> SharePartition | None:
-        """The live state of a share partition this broker holds, if it does."""
-        return self._parts.get(key)
+        """The live state of a share partition this broker holds, if it does.
+
+        In a cluster, only while this broker still leads the partition at the epoch the
+        state was loaded under: a broker that lost the lease keeps its copy until it next
+        touches the partition, and another leader may have moved the stored state on since
+        (a describe must then read the store)."""
+        sp = self._parts.get(key)
+        if sp is None or self._services.cluster is None:
+            return sp
+        try:
+            lease = self.lease_of(self._topic_name(key[1]) or "",
+                                  TopicIdPartition(key[1], key[2]))
+        except ShareUnavailable:
+            return None
+        return sp if sp.leader_epoch == lease.epoch else None
 
     async def delete_state(self, group_id: str, tp: TopicIdPartition) -> None:
         """DeleteShareGroupOffsets: the group's state on `tp` goes, stored and held."""

@@ -120,3 +120,36 @@ def test_a_deposed_leader_writes_no_share_state_and_a_returning_one_reloads(pg_d
         node2.close()
 
     with_dbs(pg_dsn, scenario, n=2)
+
+
+def test_a_copy_of_a_partition_led_elsewhere_now_is_not_described_as_live(pg_dsn) -> None:
+    """DescribeShareGroupOffsets takes a share partition's live copy where this broker has
+    one (coterie.broker.handlers.share_offsets), else the stored state. A broker that lost
+    the partition keeps its copy until it next touches it; that copy is not live any more
+    (another broker may have moved the state on) and must not be offered as such."""
+    async def scenario(db1, db2) -> None:
+        (tp,), (lease1,) = await topic_with_leases(db1, "t")
+        key = ("g", tp.topic_id, tp.partition)
+        c1, c2 = _Cluster({("t", 0): lease1}), _Cluster()
+        node1 = SharePartitions(_services(1, c1, tp.topic_id), PostgresShareStateStore(db1))
+        node2 = SharePartitions(_services(2, c2, tp.topic_id), PostgresShareStateStore(db2))
+        async with node1.lock(key):
+            await node1.state(key, "t", lease1, 1_000)
+        assert node1.cached(key) is not None  # leading it: live
+        await expire(db2, lease1)
+        lease2 = await leases.acquire(db2, Resource.partition(tp), 2, LONG_TTL)
+        assert lease2 is not None
+        c1.led.clear()  # node 1's round found the lease gone
+        c2.led[("t", 0)] = lease2
+        async with node2.lock(key):
+            sp = await node2.state(key, "t", lease2, 1_000)
+            got = sp.acquire("m", [(100, 104)], 100, 1_000, mode=AcquireMode.RECORD_LIMIT)
+            done = sp.acknowledge("m", [AckBatch(100, 104, (ACCEPT,))], 1_000)
+            assert await node2.persist(key, sp, done, lease2) == ErrorCode.none
+        assert got.acquired
+        assert node2.cached(key).start_offset == 105
+        assert node1.cached(key) is None  # not leading it: the store is the truth
+        node1.close()
+        node2.close()
+
+    with_dbs(pg_dsn, scenario, n=2)
