@@ -320,7 +320,12 @@ class SharePartitions:
         self._services.waiters.notify(topic, tp.partition)
 
     async def release_member(self, group_id: str, member_id: str) -> None:
-        """Release what `member_id` holds in every share partition of its group."""
+        """Release what `member_id` holds in every share partition of its group (its share
+        session here has ended). When no member of the group has a session here any more,
+        the group's copies are dropped (nothing is acquired in them: every session's end
+        released its records): the group may now be changed by its coordinator on another
+        broker (Delete/AlterShareGroupOffsets, DeleteGroups need it empty), which writes
+        the store and cannot reach this broker's copies, so the next session loads again."""
         now = self._services.now_ms()
         for key in list(self._by_group.get(group_id, ())):
             async with self.lock(key):
@@ -336,6 +341,9 @@ class SharePartitions:
                 await self.persist(key, sp, sp.release_member(member_id, now), lease)
             if topic is not None:
                 self._services.waiters.notify(topic, key[2])
+        sessions = getattr(self._services, "share_sessions", None)
+        if sessions is not None and not sessions.has_group(group_id):
+            self.forget_group(group_id)
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self._services.logs.topic_by_id(topic_id)

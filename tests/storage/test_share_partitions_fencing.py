@@ -13,6 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.share_partitions import SharePartitions
+from coterie.broker.share_sessions import ShareSessions
 from coterie.share import AckBatch, AcquireMode
 from coterie.storage import leases
 from coterie.storage.api import Lease, Resource
@@ -48,7 +49,8 @@ def _services(node_id: int, cluster: _Cluster, topic_id: Any) -> SimpleNamespace
         group_configs=None, cluster=cluster, now_ms=lambda: 1_000,
         logs=SimpleNamespace(partition=lambda topic, index: part,
                              topic_by_id=lambda tid: SimpleNamespace(name="t")),
-        waiters=SimpleNamespace(notify=lambda topic, index: None))
+        waiters=SimpleNamespace(notify=lambda topic, index: None),
+        share_sessions=ShareSessions())
 
 
 def test_a_deposed_leader_writes_no_share_state_and_a_returning_one_reloads(pg_dsn) -> None:
@@ -151,5 +153,39 @@ def test_a_copy_of_a_partition_led_elsewhere_now_is_not_described_as_live(pg_dsn
         assert node1.cached(key) is None  # not leading it: the store is the truth
         node1.close()
         node2.close()
+
+    with_dbs(pg_dsn, scenario, n=2)
+
+
+def test_a_leader_whose_group_has_no_session_left_reloads_what_its_coordinator_deleted(
+        pg_dsn) -> None:
+    """DeleteShareGroupOffsets is answered by the group's coordinator (the group empty),
+    which deletes the stored state; the partition's leader is another broker. Once the last
+    share session of the group on the leader has ended, the leader drops its copy, so the
+    group's next member starts afresh (share.auto.offset.reset) rather than from the copy."""
+    async def scenario(db1, db2) -> None:
+        (tp,), (lease1,) = await topic_with_leases(db1, "t")
+        key = ("g", tp.topic_id, tp.partition)
+        services = _services(1, _Cluster({("t", 0): lease1}), tp.topic_id)
+        leader = SharePartitions(services, PostgresShareStateStore(db1))
+        coordinator = SharePartitions(_services(2, _Cluster(), tp.topic_id),
+                                      PostgresShareStateStore(db2))
+        sessions = services.share_sessions
+        sessions.fetch("g", "m", 0, [(tp.topic_id, 0)], [], False, "connection")
+        async with leader.lock(key):
+            sp = await leader.state(key, "t", lease1, 1_000)
+            sp.acquire("m", [(100, 109)], 100, 1_000, mode=AcquireMode.RECORD_LIMIT)
+            done = sp.acknowledge("m", [AckBatch(100, 104, (ACCEPT,))], 1_000)
+            assert await leader.persist(key, sp, done, lease1) == ErrorCode.none
+        assert sp.start_offset == 105
+        sessions.disconnected("connection")  # the member closed: the group is empty
+        await leader.release_member("g", "m")
+        await coordinator.delete_state("g", tp)
+        assert await coordinator.store.load("g", tp) == []
+        async with leader.lock(key):
+            again = await leader.state(key, "t", lease1, 1_000)
+        assert again.start_offset == 100  # afresh at the log end (latest), not 105
+        leader.close()
+        coordinator.close()
 
     with_dbs(pg_dsn, scenario, n=2)
