@@ -32,6 +32,8 @@ from kio.schema.errors import ErrorCode
 
 from tests.cluster.test_cluster_clients import coordinator_of, leaders
 from tests.fixtures.coterie_cluster import LEASE_MS, CoterieCluster, running_cluster, wait_until
+from tests.fixtures.reference_broker import kafka_tool
+from tests.integration.test_share_consumers import SHARE_GROUP_COMMAND
 from tests.integration.test_share_fetch import ACCEPT, Member, _acquired, _offsets, _partition
 
 pytestmark = pytest.mark.timeout(120)
@@ -334,3 +336,39 @@ def test_share_consumers_go_on_when_their_leader_is_paused_past_its_lease(share_
         assert sorted(v for v in values if v in set(third)) == sorted(third)
     finally:
         _close(consumers)
+
+
+def test_kafka_share_groups_deletes_offsets_the_leader_is_another_broker(share_cluster):
+    """`kafka-share-groups --delete-offsets` goes to the group's coordinator, which deletes
+    the stored share state; the partition is led by another broker. The group's next member
+    starts afresh (share.auto.offset.reset earliest: every record again), not from the
+    leader's copy of the state before the deletion."""
+    cluster = share_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("wipe", 1, 1)])["wipe"].result(30)
+    (leader,) = _led(cluster, "wipe").values()
+    group = next((g for g in (f"wipers-{i}" for i in range(30))
+                  if coordinator_of(cluster, g, 0) != leader), None)
+    assert group is not None, "every candidate group is coordinated by the leader"
+    (future,) = admin.incremental_alter_configs([ConfigResource(
+        ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+            "share.auto.offset.reset", "earliest",
+            incremental_operation=AlterConfigOpType.SET)])]).values()
+    future.result(10)
+    values = [f"w{i}".encode() for i in range(8)]
+    _produce(cluster, "wipe", values, partition=0)
+    c = _consumer(cluster, group, "wipe", **{"share.acknowledgement.mode": "explicit"})
+    try:
+        accepted, _ = _accept_part([c], len(values), 5)
+    finally:
+        c.close()  # the rest released; the group is empty now
+    assert len(accepted) == 5
+    deleted = kafka_tool(SHARE_GROUP_COMMAND, cluster.bootstrap, "--delete-offsets",
+                         "--group", group, "--topic", "wipe")
+    assert "uccessful" in deleted, deleted
+    again = _consumer(cluster, group, "wipe")
+    try:
+        got = _drain([again], len(values), 30)
+    finally:
+        again.close()
+    assert sorted(m.value() for m in got) == sorted(values)
