@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 
-from tests.cluster.test_cluster_clients import coordinator_of, leaders
+from tests.cluster.test_cluster_clients import leaders
 from tests.fixtures.coterie_cluster import LEASE_MS, CoterieCluster, running_cluster, wait_until
 from tests.fixtures.reference_broker import kafka_tool
 from tests.integration.test_share_consumers import SHARE_GROUP_COMMAND
@@ -80,6 +80,20 @@ def _leader_of(cluster: CoterieCluster, topic: str, wanted, timeout: float) -> i
         node = leaders(cluster, topic).get(0, -1)
         return node if node != -1 and wanted(node) else None
     return wait_until(check, timeout, f"{topic}-0's leader")
+
+
+def _coordinator(cluster: CoterieCluster, group: str) -> int | None:
+    """The group's coordinator as FindCoordinator names it; None while there is none (a
+    failover: COORDINATOR_NOT_AVAILABLE)."""
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+
+    from tests.kafka_raw import RawConnection
+
+    b = cluster.live()[0]
+    with RawConnection(b.host, b.port) as conn:
+        answer = conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=(group,)))
+    (found,) = answer.coordinators
+    return found.node_id if found.error_code == 0 else None
 
 
 def _produce(cluster: CoterieCluster, topic: str, values: list[bytes],
@@ -214,7 +228,7 @@ def test_the_share_coordinator_killed_the_members_rejoin_the_next_and_go_on(shar
     cluster = share_cluster
     group = "rejoiners"
     found = _topic(cluster, "rejoin", group, 3)
-    coordinator = coordinator_of(cluster, group, 0)
+    coordinator = wait_until(lambda: _coordinator(cluster, group), 20, "a coordinator")
     consumers = [_consumer(cluster, group, "rejoin") for _ in range(3)]
     try:
         first = [f"a{i}".encode() for i in range(60)]
@@ -222,7 +236,7 @@ def test_the_share_coordinator_killed_the_members_rejoin_the_next_and_go_on(shar
         got = _drain(consumers, len(first), 30, settle=0.5)
         assert sorted(m.value() for m in got) == sorted(first)
         cluster.broker(coordinator).kill9()
-        wait_until(lambda: coordinator_of(cluster, group, 0) != coordinator, 20,
+        wait_until(lambda: _coordinator(cluster, group) not in (None, coordinator), 20,
                    "another coordinator")
         wait_until(lambda: coordinator not in _led(cluster, "rejoin").values(),
                    LEASE_MS / 1000 * 10, "the dead broker's partitions led by others")
@@ -348,7 +362,8 @@ def test_kafka_share_groups_deletes_offsets_the_leader_is_another_broker(share_c
     admin.create_topics([NewTopic("wipe", 1, 1)])["wipe"].result(30)
     (leader,) = _led(cluster, "wipe").values()
     group = next((g for g in (f"wipers-{i}" for i in range(30))
-                  if coordinator_of(cluster, g, 0) != leader), None)
+                  if wait_until(lambda g=g: _coordinator(cluster, g), 20, "a coordinator")
+                  != leader), None)
     assert group is not None, "every candidate group is coordinated by the leader"
     (future,) = admin.incremental_alter_configs([ConfigResource(
         ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
