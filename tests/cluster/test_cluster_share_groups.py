@@ -259,6 +259,23 @@ def _topic_id(cluster: CoterieCluster, name: str) -> uuid.UUID:
     return uuid.UUID(int=high << 64 | low)
 
 
+def _join(cluster: CoterieCluster, group: str, topic: str) -> None:
+    """A member of `group` subscribed to `topic`, joined at the group's coordinator (a raw
+    ShareGroupHeartbeat; it stays a member for the session timeout): share partitions are
+    set up only for a share group subscribed to their topic."""
+    from coterie.wire.build import build
+    from coterie.wire.codec import request_schema
+    from tests.kafka_raw import RawConnection
+
+    node = wait_until(lambda: _coordinator(cluster, group), 20, "a coordinator")
+    b = cluster.broker(node)
+    with RawConnection(b.host, b.port) as conn:
+        joined = conn.request(build(request_schema(76, 1), {
+            "group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0,
+            "rack_id": None, "subscribed_topic_names": [topic]}))
+    assert joined.error_code == ErrorCode.none, joined.error_message
+
+
 def test_a_broker_that_lost_a_partition_writes_nothing_and_reloads_it_when_it_leads_again(
         share_cluster):
     """A leads the partition, B takes it over (A paused past its lease), A takes it back:
@@ -268,6 +285,7 @@ def test_a_broker_that_lost_a_partition_writes_nothing_and_reloads_it_when_it_le
     group = "returners"
     (a,) = _topic(cluster, "comeback", group, 1).values()
     topic_id = _topic_id(cluster, "comeback")
+    _join(cluster, group, "comeback")
     _produce(cluster, "comeback", [f"c{i}".encode() for i in range(30)], partition=0)
     m1 = Member(cluster.broker(a), group, topic_id)
     try:

@@ -50,7 +50,10 @@ def _services(node_id: int, cluster: _Cluster, topic_id: Any) -> SimpleNamespace
         logs=SimpleNamespace(partition=lambda topic, index: part,
                              topic_by_id=lambda tid: SimpleNamespace(name="t")),
         waiters=SimpleNamespace(notify=lambda topic, index: None),
-        share_sessions=ShareSessions())
+        share_sessions=ShareSessions(),
+        # The group's coordinator is another broker: the group is not asked (trusted).
+        groups=SimpleNamespace(handle=lambda request: SimpleNamespace(
+            error=ErrorCode.not_coordinator, members=())))
 
 
 def test_a_deposed_leader_writes_no_share_state_and_a_returning_one_reloads(pg_dsn) -> None:
