@@ -277,8 +277,21 @@ class SharePartitions:
         return self._store
 
     def cached(self, key: Key) -> SharePartition | None:
-        """The live state of a share partition this broker holds, if it does."""
-        return self._parts.get(key)
+        """The live state of a share partition this broker holds, if it does.
+
+        In a cluster, only while this broker still leads the partition at the epoch the
+        state was loaded under: a broker that lost the lease keeps its copy until it next
+        touches the partition, and another leader may have moved the stored state on since
+        (a describe must then read the store)."""
+        sp = self._parts.get(key)
+        if sp is None or self._services.cluster is None:
+            return sp
+        try:
+            lease = self.lease_of(self._topic_name(key[1]) or "",
+                                  TopicIdPartition(key[1], key[2]))
+        except ShareUnavailable:
+            return None
+        return sp if sp.leader_epoch == lease.epoch else None
 
     async def delete_state(self, group_id: str, tp: TopicIdPartition) -> None:
         """DeleteShareGroupOffsets: the group's state on `tp` goes, stored and held."""
@@ -307,7 +320,12 @@ class SharePartitions:
         self._services.waiters.notify(topic, tp.partition)
 
     async def release_member(self, group_id: str, member_id: str) -> None:
-        """Release what `member_id` holds in every share partition of its group."""
+        """Release what `member_id` holds in every share partition of its group (its share
+        session here has ended). When no member of the group has a session here any more,
+        the group's copies are dropped (nothing is acquired in them: every session's end
+        released its records): the group may now be changed by its coordinator on another
+        broker (Delete/AlterShareGroupOffsets, DeleteGroups need it empty), which writes
+        the store and cannot reach this broker's copies, so the next session loads again."""
         now = self._services.now_ms()
         for key in list(self._by_group.get(group_id, ())):
             async with self.lock(key):
@@ -323,6 +341,9 @@ class SharePartitions:
                 await self.persist(key, sp, sp.release_member(member_id, now), lease)
             if topic is not None:
                 self._services.waiters.notify(topic, key[2])
+        sessions = getattr(self._services, "share_sessions", None)
+        if sessions is not None and not sessions.has_group(group_id):
+            self.forget_group(group_id)
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self._services.logs.topic_by_id(topic_id)

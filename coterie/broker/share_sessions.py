@@ -89,6 +89,10 @@ class ShareSessions:
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
 
+    def has_group(self, group_id: str) -> bool:
+        """Whether any member of `group_id` has a session here."""
+        return any(g == group_id for g, _ in self._sessions)
+
     def fetch(self, group_id: str, member_id: str, epoch: int,
               partitions: Iterable[Hashable], forgotten: Iterable[Hashable],
               acknowledges: bool, connection: Hashable) -> FetchContext:
