@@ -43,6 +43,15 @@ def share_broker(coterie_factory):
     return coterie_factory(config=SHARE_CONFIG)
 
 
+@pytest.fixture(params=["coterie", pytest.param("reference_kafka",
+                                                marks=pytest.mark.reference)])
+def any_broker(request: pytest.FixtureRequest):
+    """A coterie broker, or the session's Kafka 4.2.1 broker (the same scenario on both)."""
+    if request.param == "coterie":
+        return request.getfixturevalue("coterie_factory")(config=SHARE_CONFIG)
+    return request.getfixturevalue(request.param)
+
+
 def _topic(broker, name: str, group: str, partitions: int = 1) -> None:
     """A topic, and `group` reading it from the start (share.auto.offset.reset)."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -222,14 +231,16 @@ def _tool_rows(out: str, group: str) -> list[list[str]]:
     return [line.split() for line in out.splitlines() if line.startswith(group + " ")]
 
 
-def test_kafka_share_groups_describes_resets_and_deletes_share_offsets(share_broker):
-    """`kafka-share-groups.sh` (Kafka 4.2.1's ShareGroupCommand): --describe shows each
-    partition's start offset and lag, --reset-offsets moves it (the group empty), and
-    --delete-offsets drops the group's state on a topic."""
-    broker = share_broker
-    _topic(broker, "tally", "counters")
-    _produce(broker, "tally", [f"t{i}".encode() for i in range(8)])
-    c = _consumer(broker, "counters", "tally", **{"share.acknowledgement.mode": "explicit"})
+def test_kafka_share_groups_describes_resets_and_deletes_share_offsets(any_broker):
+    """`kafka-share-groups.sh` (Kafka 4.2.1's ShareGroupCommand), side by side on coterie and
+    Kafka 4.2.1: --describe shows each partition's start offset and lag, --reset-offsets
+    moves it (the group empty), and --delete-offsets drops the group's state on a topic."""
+    broker = any_broker
+    suffix = uuid.uuid4().hex[:6]
+    tally, counters = f"tally-{suffix}", f"counters-{suffix}"
+    _topic(broker, tally, counters)
+    _produce(broker, tally, [f"t{i}".encode() for i in range(8)])
+    c = _consumer(broker, counters, tally, **{"share.acknowledgement.mode": "explicit"})
     try:
         got: list = []
         deadline = time.monotonic() + 20
@@ -241,16 +252,16 @@ def test_kafka_share_groups_describes_resets_and_deletes_share_offsets(share_bro
     finally:
         c.close()  # the rest released; the group is empty now
     described = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--describe", "--group",
-                           "counters")
+                           counters)
     # GROUP TOPIC PARTITION LEADER-EPOCH START-OFFSET LAG
-    rows = _tool_rows(described, "counters")
+    rows = _tool_rows(described, counters)
     assert len(rows) == 1, described
     (row,) = rows
-    assert row[1:3] == ["tally", "0"] and row[-2:] == ["5", "3"], described
+    assert row[1:3] == [tally, "0"] and row[-2:] == ["5", "3"], described
     reset = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--reset-offsets", "--group",
-                       "counters", "--topic", "tally", "--to-earliest", "--execute")
-    assert any(r[-1] == "0" for r in _tool_rows(reset, "counters")), reset
-    again = _consumer(broker, "counters", "tally")
+                       counters, "--topic", tally, "--to-earliest", "--execute")
+    assert any(r[-1] == "0" for r in _tool_rows(reset, counters)), reset
+    again = _consumer(broker, counters, tally)
     try:
         redone: list = []
         deadline = time.monotonic() + 20
@@ -260,22 +271,14 @@ def test_kafka_share_groups_describes_resets_and_deletes_share_offsets(share_bro
     finally:
         again.close()
     deleted = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--delete-offsets", "--group",
-                         "counters", "--topic", "tally")
+                         counters, "--topic", tally)
     assert "Successful" in deleted or "successful" in deleted, deleted
     described = kafka_tool(SHARE_GROUP_COMMAND, broker.bootstrap, "--describe", "--group",
-                           "counters")
-    assert all(r[2] != "0" or r[-2] == "-" for r in _tool_rows(described, "counters")), described
+                           counters)
+    assert all(r[2] != "0" or r[-2] == "-" for r in _tool_rows(described, counters)), described
 
 
 SHARE_CONSUME = Path(__file__).parent / "java" / "ShareConsume.java"
-
-
-@pytest.fixture(params=["coterie", pytest.param("reference_kafka",
-                                                marks=pytest.mark.reference)])
-def any_broker(request: pytest.FixtureRequest):
-    if request.param == "coterie":
-        return request.getfixturevalue("coterie_factory")()
-    return request.getfixturevalue(request.param)
 
 
 def test_kafka_share_consumers_read_every_record_once(any_broker, tmp_path: Path) -> None:
