@@ -10,7 +10,7 @@ the dict were its own, and no id can be held twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, Generic, TypeVar, overload
 
 G = TypeVar("G")
@@ -67,3 +67,27 @@ class GroupsOf(MutableMapping[str, G], Generic[G]):
     def __len__(self) -> int:
         kind = self._kind
         return sum(1 for g in self._registry.values() if isinstance(g, kind))
+
+    def for_record(self, record: Any, ender: type, make: Callable[[str], G],
+                   error: type[Exception], kind: str) -> G | None:
+        """The group of this class a record of its type applies to, the one replay prologue
+        of the KIP-848-era types: None when there is nothing to apply it to (a tombstone for
+        a group not held) or when the record ended the group (a tombstone of its `ender`
+        key, the group's metadata, which finds it without members); a new group for the
+        first record of an id. `error` for a group ended with members, or for a record of an
+        id a group of another type holds."""
+        key, value = record.key, record.value
+        group_id = key.group_id
+        group = self.get(group_id)
+        if value is None and group is None:
+            return None
+        if isinstance(key, ender) and value is None:
+            if group.members or group.targets:  # type: ignore[union-attr]
+                raise error(f"group {group_id} deleted while it still has members")
+            del self[group_id]
+            return None
+        if group is None:
+            if group_id in self._registry:
+                raise error(f"{kind} record for {group_id}, held by a group of another type")
+            group = self[group_id] = make(group_id)
+        return group

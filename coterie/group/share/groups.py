@@ -181,22 +181,11 @@ class ShareGroups:
     # == records ===============================================================================
     def replay(self, record: Record) -> None:
         """Apply one share record: the only way share groups change."""
-        key, value = record.key, record.value
-        group_id = key.group_id
-        group = self.groups.get(group_id)
-        if value is None and group is None:
-            return
-        if isinstance(key, ShareGroupMetadataKey) and value is None:
-            assert group is not None
-            if group.members or group.targets:
-                raise ShareReplayError(f"group {group_id} deleted while it still has members")
-            del self.groups[group_id]
-            return
+        group = self.groups.for_record(record, ShareGroupMetadataKey, ShareGroup,
+                                       ShareReplayError, "share")
         if group is None:
-            if group_id in self._ctx.groups:
-                raise ShareReplayError(f"share record for {group_id}, held by a group of "
-                                       "another type")
-            group = self.groups[group_id] = ShareGroup(group_id)
+            return
+        key, value = record.key, record.value
         match key:
             case ShareGroupMetadataKey():
                 group.apply_metadata(value)  # type: ignore[arg-type]

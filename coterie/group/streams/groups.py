@@ -188,22 +188,11 @@ class StreamsGroups:
     # == records ===============================================================================
     def replay(self, record: Record) -> None:
         """Apply one streams record: the only way streams groups change."""
-        key, value = record.key, record.value
-        group_id = key.group_id
-        group = self.groups.get(group_id)
-        if value is None and group is None:
-            return
-        if isinstance(key, StreamsGroupMetadataKey) and value is None:
-            assert group is not None
-            if group.members or group.targets:
-                raise StreamsReplayError(f"group {group_id} deleted while it still has members")
-            del self.groups[group_id]
-            return
+        group = self.groups.for_record(record, StreamsGroupMetadataKey, StreamsGroup,
+                                       StreamsReplayError, "streams")
         if group is None:
-            if group_id in self._ctx.groups:
-                raise StreamsReplayError(f"streams record for {group_id}, held by a group of "
-                                         "another type")
-            group = self.groups[group_id] = StreamsGroup(group_id)
+            return
+        key, value = record.key, record.value
         match key:
             case StreamsGroupMetadataKey():
                 group.apply_metadata(value)  # type: ignore[arg-type]
