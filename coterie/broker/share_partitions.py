@@ -57,13 +57,12 @@ from coterie.share import (
 )
 from coterie.storage.api import Lease, Resource, TopicIdPartition
 from coterie.storage.errors import LeaseLost
+from coterie.wire.record_batch import batch_headers
 
 log = logging.getLogger("coterie.share")
 
 Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 _KEY_LEN = struct.Struct(">H")
-_BATCH_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a v2 batch
 
 
 def broker_int(config: Any, key: str) -> int:
@@ -89,21 +88,6 @@ def entry_bytes(record: ShareStateRecord) -> bytes:
 def entry_record(entry: bytes) -> ShareStateRecord:
     (n,) = _KEY_LEN.unpack_from(entry)
     return decode(entry[2:2 + n], entry[2 + n:])
-
-
-def batch_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int, int, int]]:
-    """(first offset, last offset, start, end) of each whole v2 batch in `data`."""
-    out = []
-    pos, size = 0, len(data)
-    while pos + 27 <= size:
-        base, length = _BATCH_HEAD.unpack_from(data, pos)
-        end = pos + 12 + length
-        if length < 15 or end > size:
-            break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
-        out.append((base, base + delta, pos, end))
-        pos = end
-    return out
 
 
 class SharePartitions:
@@ -377,7 +361,8 @@ class SharePartitions:
                 return b"", []
         seg, start, end = span
         data = seg.read_range(start, end)
-        return data, batch_spans(data)
+        return data, [(h.base_offset, h.last_offset, h.position, h.end)
+                      for h in batch_headers(data)]
 
     @staticmethod
     def acquire(sp: SharePartition, member_id: str, data: bytes,
