@@ -342,6 +342,12 @@ def answers(host: str, port: int, topic: str = "share-same") -> list[tuple[Any, 
         def record(name: str, r: Any) -> None:
             out.append((name, r.error_code, r.error_message))
 
+        versions = conn.request(ApiVersionsRequest(client_software_name="t",
+                                                   client_software_version="1"))
+        out.append(("share.version finalized", *sorted(
+            (f.min_version_level, f.max_version_level)
+            for f in versions.finalized_features if f.name == "share.version")))
+
         record("member id too long", _heartbeat(conn, "same", "x" * 37, 0, (topic,)))
         record("no subscription", _heartbeat(conn, "same", m1, 0, None))
         record("empty rack", conn.request(ShareGroupHeartbeatRequest(
@@ -398,6 +404,7 @@ _NOT_YET = (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_av
             ErrorCode.not_coordinator)
 E = ErrorCode
 SAME_ANSWERS: list[tuple[Any, ...]] = [
+    ("share.version finalized", (1, 1)),
     ("member id too long", E.invalid_request, None),
     ("no subscription", E.invalid_request, "SubscribedTopicNames must be set in first request."),
     ("empty rack", E.invalid_request, "RackId can't be empty."),

@@ -39,10 +39,12 @@ _CLUSTER_TXN_LEVEL = 1
 # Features (KIP-584), from ApiVersions v3: what coterie supports and has finalized, as a
 # Kafka 4.x broker reports them for what coterie serves. A Kafka 4.x producer uses
 # transactions version 2 when `transaction.version` is finalized at 2 (coterie.txn.versions);
-# `group.version` 1 is the consumer group protocol (KIP-848). coterie is not a KRaft
-# cluster, so metadata.version and kraft.version are not reported.
-SUPPORTED_FEATURES = ((TXN_FEATURE, 0, TXN_LEVEL), ("group.version", 0, 1))
-FINALIZED_FEATURES = ((TXN_FEATURE, TXN_LEVEL), ("group.version", 1))
+# `group.version` 1 is the consumer group protocol (KIP-848), `share.version` 1 share groups
+# (KIP-932: finalized at 1 by a Kafka 4.2 cluster formatted with its defaults). coterie is
+# not a KRaft cluster, so metadata.version and kraft.version are not reported.
+SUPPORTED_FEATURES = ((TXN_FEATURE, 0, TXN_LEVEL), ("group.version", 0, 1),
+                      ("share.version", 0, 1))
+FINALIZED_FEATURES = ((TXN_FEATURE, TXN_LEVEL), ("group.version", 1), ("share.version", 1))
 # Clients keep the finalized features of the highest epoch they saw; they never change here.
 FINALIZED_FEATURES_EPOCH = 1
 
