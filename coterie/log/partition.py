@@ -270,7 +270,7 @@ class PartitionLog:
     @staticmethod
     def _marker_of(seg: Segment, h: BatchHeader) -> int | None:
         data = seg.read_range(h.position, h.position + h.size)
-        return _control_marker(data, 0)
+        return control_marker(data, 0)
 
     def _index_completed(self, txn: CompletedTxn, segment_base: int) -> None:
         if not txn.aborted:
@@ -396,7 +396,7 @@ class PartitionLog:
                 "control batches (transaction markers) are written by the broker, not by "
                 "producers")
         if any(h.producer_id >= 0 for h in headers):
-            markers = [_control_marker(records, h.position) for h in headers if h.is_control]
+            markers = [control_marker(records, h.position) for h in headers if h.is_control]
             found = self._producers.prepare(headers, first, coordinator=coordinator,
                                             marker_types=markers)
             if isinstance(found, BatchMeta):
@@ -810,7 +810,7 @@ def write_copy(directory: Path, log_start: int, log_end: int, chunks: Iterable[b
         atomic_write(directory / LOG_START_FILE, f"{log_start}\n".encode())
 
 
-def _control_marker(buf: bytes | bytearray | memoryview, position: int) -> int | None:
+def control_marker(buf: bytes | bytearray | memoryview, position: int) -> int | None:
     """The marker type (0 ABORT, 1 COMMIT) of the control batch at `position`: its first
     record's key, read in place (control batches are never compressed)."""
     try:

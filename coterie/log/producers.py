@@ -288,8 +288,13 @@ class ProducerStates:
 
     @classmethod
     def decode(cls, data: bytes) -> ProducerStates:
+        return cls.from_entries(decode(data))
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[ProducerEntry]) -> ProducerStates:
+        """The state holding `entries` (a snapshot's, or one read from elsewhere)."""
         states = cls()
-        for entry in decode(data):
+        for entry in entries:
             states.entries[entry.producer_id] = entry
             if entry.txn_first_offset is not None:
                 states._open[entry.producer_id] = entry.txn_first_offset

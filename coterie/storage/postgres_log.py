@@ -32,7 +32,10 @@ from dataclasses import dataclass
 import psycopg
 
 from coterie.log.batch import validate_batches
+from coterie.log.producers import ProducerStates
 from coterie.log.record_scan import first_at_or_after, first_with_max_timestamp
+from coterie.log.txn_index import AbortedTxn
+from coterie.storage import producer_rows
 from coterie.storage.api import (
     Append,
     Appended,
@@ -424,6 +427,17 @@ class PostgresLog:
             if len(candidates) < _TIME_LOOKUP_STEP:
                 return None
             after = candidates[-1][0] + 1
+
+    async def producer_states(self, tp: TopicIdPartition, at: int) -> ProducerStates:
+        """The producer state as a replay of every stored batch below `at` leaves it, read
+        from the rows' header columns (coterie.storage.producer_rows); one query."""
+        return await producer_rows.producer_states(self._db, tp, at)
+
+    async def aborted_transactions(self, tp: TopicIdPartition, start: int,
+                                   end: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start, end), for a read_committed
+        fetch (coterie.storage.producer_rows); one query."""
+        return await producer_rows.aborted_transactions(self._db, tp, start, end)
 
     async def max_timestamp(self, tp: TopicIdPartition) -> OffsetAndTimestamp | None:
         """The first record carrying the log's largest timestamp (ListOffsets -3); None when

@@ -211,6 +211,22 @@ CREATE TABLE share_state_entries (
 );
 """
 
+# A broker taking a partition over copies only its recent batches (coterie.broker.cluster),
+# so the producer state as of the copy's start is read from the rows' header columns
+# (coterie.storage.producer_rows), never from their bytes. Each question is a short walk of
+# one index: a producer's batches by offset (its last five, the skip scan over producer ids),
+# its transaction markers (the last one before a point), its transactional data batches
+# (the first one after that marker: where its open transaction began). Partial indexes, so
+# that batches of no producer cost nothing more, and plain idempotent ones one entry.
+_V7 = """
+CREATE INDEX batches_by_producer ON batches (topic_id, partition, producer_id, base_offset)
+    WHERE producer_id >= 0;
+CREATE INDEX batches_markers ON batches (topic_id, partition, producer_id, base_offset)
+    WHERE is_control AND producer_id >= 0;
+CREATE INDEX batches_transactional ON batches (topic_id, partition, producer_id, base_offset)
+    WHERE is_transactional AND NOT is_control AND producer_id >= 0;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "topics, partitions, batches, brokers, leases, producer-id blocks", _V1),
     Migration(2, "the cluster's id", _V2),
@@ -218,6 +234,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "each broker's listeners", _V4),
     Migration(5, "SCRAM credentials and ACLs", _V5),
     Migration(6, "share partitions' state", _V6),
+    Migration(7, "producer state from the batches' header columns", _V7),
 )
 
 
