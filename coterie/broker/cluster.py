@@ -7,8 +7,12 @@ the database (coterie.storage.membership spreads them over the live brokers); th
 epoch is the partition's leader epoch. Whoever leads `__consumer_offsets` partition N is the
 coordinator of the groups of shard N, as on Kafka.
 
-**A copy in local files, written through.** A broker that takes a partition reads its batches
-from the database and lays them out as a local log (`LogManager.replace_partition`), then
+**A copy in local files, written through.** A broker that takes a partition reads its recent
+batches (the last `cluster.copy.bytes`; the coordinators' and compacted topics' whole) from
+the database, with the producer state the older ones left (read from the rows' header
+columns), and lays them out as a local log (`LogManager.replace_partition`); reads below the
+copy go to the database (`read_below_copy`), and the copy is trimmed to its bound as it
+grows (`_trim`). It then
 serves it with the same code a single broker runs: producer state, sequence checks, the last
 stable offset and the aborted-transaction index all come from the local log, and fetches go
 out of its segment files by sendfile. Every local append is handed on at once
@@ -81,6 +85,12 @@ WAKE_GAP_S = 0.05
 READ_CHUNK = 8 * 1024 * 1024
 # How many bytes of rebuilt batches one statement of a compaction carries.
 COMPACT_CHUNK = 8 * 1024 * 1024
+# `cluster.copy.bytes`' default: the most recent bytes of a partition a copy holds.
+DEFAULT_COPY_BYTES = 256 * 1024 * 1024
+# A copy is trimmed by whole segments: they are kept to this share of the bound (at least
+# SEGMENT_FLOOR bytes), so that a copy holds at most about 1.25 times the bound.
+COPY_SEGMENTS = 4
+SEGMENT_FLOOR = 16 * 1024
 Key = tuple[str, int]
 
 
@@ -116,6 +126,7 @@ class _Led:
     tp: TopicIdPartition
     lease: Lease
     part: PartitionLog
+    bounded: bool = False  # its copy holds recent batches only (`ClusterNode._bounded`)
     waiting: list[tuple[int, asyncio.Future[bool]]] = field(default_factory=list)
 
 
@@ -124,12 +135,16 @@ class ClusterNode:
     building its parts, `attach`es its log, `register`s once it listens, then `run`s it."""
 
     def __init__(self, dsn: str, node_id: int, ttl: float, rack: str | None = None,
-                 write_connections: int = 1) -> None:
+                 write_connections: int = 1, copy_bytes: int = DEFAULT_COPY_BYTES) -> None:
         self.dsn = dsn
         self.node_id = node_id
         self.ttl = ttl
         self.rack = rack
         self.write_connections = max(1, write_connections)
+        # How many recent bytes of a partition its copy holds (`_bounded` partitions):
+        # `cluster.copy.bytes`.
+        self.copy_bytes = max(1, copy_bytes)
+        self.copied_bytes = 0  # bytes read from the database by takes, ever (for tests)
         self.cluster_id = ""
         self.db: Database | None = None  # rounds, topics, producer ids
         self.writes: Database | None = None  # group commits
@@ -237,6 +252,7 @@ class ClusterNode:
         self.logs = logs
         self.waiters = waiters
         self.clock_ms = clock_ms
+        logs.segment_bytes_cap = max(self.copy_bytes // COPY_SEGMENTS, SEGMENT_FLOOR)
         self._adopt_topics(self._topic_rows)
 
     async def register(self, host: str, port: int,
@@ -728,7 +744,8 @@ class ClusterNode:
 
     # -- taking and dropping partitions ------------------------------------------------------
     async def _take(self, lease: Lease) -> None:
-        """Copy a partition just taken from the database into the local log, then lead it."""
+        """Copy a partition just taken from the database into the local log (its last
+        `copy_bytes` when `_bounded`, with the producer state below them), then lead it."""
         assert self.logs is not None and self.reads is not None and self.membership
         key = self._resources.get(lease.resource)
         if key is None:
@@ -739,9 +756,15 @@ class ClusterNode:
         reader = PostgresLog(self.reads)
         started = time.monotonic()
         try:
-            start, end = await reader.bounds(tp)
+            bounded = self._bounded(name)
+            start, copy_from, end = await reader.copy_bounds(
+                tp, self.copy_bytes if bounded else None)
+            # The producer state the batches below the copy left (their header columns
+            # only): sequence checks and open transactions as if all had been copied.
+            producers = (await reader.producer_states(tp, copy_from)
+                         if copy_from > start else None)
             chunks: list[bytes] = []
-            offset = start
+            offset = copy_from
             while offset < end:
                 data = await reader.read(tp, offset, READ_CHUNK)
                 if not data:
@@ -751,8 +774,10 @@ class ClusterNode:
             if self.membership.lease(lease.resource) != lease or \
                     self.logs.topics.get(name) is not info:
                 return  # lost or deleted meanwhile
-            part = self.logs.replace_partition(name, index, start, end, chunks,
-                                               self.clock_ms())
+            part = self.logs.replace_partition(name, index, copy_from, end, chunks,
+                                               self.clock_ms(), producers)
+            if copy_from > start:
+                part.store_start = start
             if part.log_end_offset != end:
                 raise StorageError(f"the copy of {name}-{index} ends at {part.log_end_offset}, "
                                    f"the database's at {end}")
@@ -764,17 +789,58 @@ class ClusterNode:
             self.membership.tenures.lost(lease.resource)
             return
         part.durable_end = end
-        led = _Led(name, index, tp, lease, part)
+        copied = sum(map(len, chunks))
+        self.copied_bytes += copied
+        led = _Led(name, index, tp, lease, part, bounded)
         part.on_append = functools.partial(self._write, led)
         self._led[key] = led
         self.version += 1
-        log.info("node %d leads %s-%d at epoch %d (%d batches' bytes copied, offsets %d-%d, "
-                 "%.0f ms)", self.node_id, name, index, lease.epoch, sum(map(len, chunks)),
-                 start, end, (time.monotonic() - started) * 1000)
+        log.info("node %d leads %s-%d at epoch %d (%d batches' bytes copied, offsets %d-%d "
+                 "of %d-%d, %.0f ms)", self.node_id, name, index, lease.epoch, copied,
+                 copy_from, end, start, end, (time.monotonic() - started) * 1000)
         self.waiters.notify(name, index)
         loading = self.on_gained(name, index)
         if loading is not None:
             await loading
+
+    def _bounded(self, name: str) -> bool:
+        """Whether a partition's copy holds its recent batches only (`cluster.copy.bytes`).
+        Not the coordinators' partitions, whose shards load by reading them from the start,
+        nor compacted topics, which the cleaner compacts over the whole copy."""
+        config = self.logs.log_config(name) if self.logs is not None else None
+        return not is_internal_topic(name) and config is not None and not config.compacts
+
+    def _trim(self, led: _Led) -> None:
+        """Keep a copy within its bound as it grows: its oldest segments go while the rest
+        still holds `copy_bytes`, but only what the database holds already (below the
+        durable end); reads below the copy then go to the database."""
+        part = led.part
+        durable = part.durable_end or 0
+        cut = part.copy_cut(self.copy_bytes, durable)
+        if cut is not None and part.trim_copy(cut):
+            log.debug("node %d: the copy of %s-%d now starts at %d", self.node_id, led.name,
+                      led.index, part.local_start_offset)
+
+    # -- reading below a copy ----------------------------------------------------------------
+    async def read_below_copy(self, led: _Led, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from `offset` (below the copy's start) out of the database, within
+        max_bytes but at least one batch: one query (`PostgresLog.read`)."""
+        assert self.reads is not None
+        return await PostgresLog(self.reads).read(led.tp, offset, max_bytes)
+
+    async def aborted_below_copy(self, led: _Led, start: int, end: int) -> list[Any]:
+        """The aborted transactions with records in [start, end), from the database."""
+        assert self.reads is not None
+        return await PostgresLog(self.reads).aborted_transactions(led.tp, start, end)
+
+    async def offset_for_timestamp(self, led: _Led, timestamp: int) -> Any:
+        """ListOffsets by timestamp of a partition whose copy starts late: the database's
+        answer (at most what it holds, the high watermark)."""
+        assert self.reads is not None
+        store = PostgresLog(self.reads)
+        if timestamp == -3:
+            return await store.max_timestamp(led.tp)
+        return await store.offset_for_timestamp(led.tp, timestamp)
 
     def _drop(self, resource: Resource, why: str, forget: bool) -> None:
         key = self._resources.get(resource)
@@ -826,6 +892,8 @@ class ClusterNode:
         part = led.part
         if part.durable_end is None or end > part.durable_end:
             part.durable_end = end
+        if led.bounded:
+            self._trim(led)
         if led.waiting:
             still = []
             for offset, waiter in led.waiting:

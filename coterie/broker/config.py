@@ -66,6 +66,11 @@ DEFAULTS: dict[str, str] = {
     # with its own group commits; a partition always writes through the same one, so its
     # appends keep their order (docs/cluster.md, "Writing").
     "cluster.write.connections": "1",
+    # coterie's own: how many of a partition's most recent bytes (whole batches) a cluster
+    # broker copies when it takes the partition over, and keeps as it grows; older offsets
+    # are read from the database (docs/cluster.md, "The copy of a partition"). Coordinator
+    # partitions and compacted topics are copied whole.
+    "cluster.copy.bytes": str(256 * 1024 * 1024),
     # How long a TLS client may take over its handshake before its connection is closed
     # (coterie's own: Kafka's broker has no such bound).
     "tls.handshake.timeout.ms": "10000",
@@ -190,6 +195,8 @@ class BrokerConfig:
             raise ConfigError("cluster.lease.ms must be at least 300")
         if not 1 <= self.get_int("cluster.write.connections") <= 64:
             raise ConfigError("cluster.write.connections must be from 1 to 64")
+        if self.get_int("cluster.copy.bytes") < 1:
+            raise ConfigError("cluster.copy.bytes must be at least 1")
         if self.node_id < 0:
             raise ConfigError(f"node.id must be 0 or more, got {self.node_id}")
         if self.socket_request_max_bytes <= 0:
@@ -274,6 +281,10 @@ class BrokerConfig:
     @property
     def write_connections(self) -> int:
         return self.get_int("cluster.write.connections")
+
+    @property
+    def copy_bytes(self) -> int:
+        return self.get_int("cluster.copy.bytes")
 
     @property
     def socket_request_max_bytes(self) -> int:

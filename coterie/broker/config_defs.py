@@ -457,6 +457,7 @@ DYNAMIC_CONFIGS: dict[str, Dynamic] = {
 COTERIE_CONFIGS: dict[str, int] = {
     "advertised.host": STRING,
     "advertised.port": INT,
+    "cluster.copy.bytes": LONG,
     "cluster.lease.ms": INT,
     "cluster.write.connections": INT,
     "group.classic.max.member.metadata.bytes": INT,

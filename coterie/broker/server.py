@@ -308,7 +308,8 @@ class Broker:
             return cls(config)
         node = ClusterNode(config.storage, config.node_id, config.lease_s,
                            rack=config.props.get("broker.rack") or None,
-                           write_connections=config.write_connections)
+                           write_connections=config.write_connections,
+                           copy_bytes=config.copy_bytes)
         await node.connect(new_cluster_id(), internal_topics(config.props))
         try:
             return cls(config, node)

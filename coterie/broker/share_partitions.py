@@ -348,7 +348,9 @@ class SharePartitions:
         part = self._services.logs.partition(topic, sp.partition)
         if part is None:
             return b"", []
-        offset = max(sp.next_fetch_offset(), part.log_start_offset)
+        # A cluster broker's copy may hold recent batches only: a share group reads from
+        # the copy's start (docs/cluster.md, "The copy of a partition").
+        offset = max(sp.next_fetch_offset(), part.local_start_offset)
         hw = part.high_watermark
         bound = min(hw, sp.next_offset + max(max_records, 1),
                     sp.start_offset + sp.config.max_record_locks)

@@ -29,6 +29,17 @@ class OffsetOutOfRangeError(LogError):
     """A fetch asked for an offset outside [log start, log end] (Kafka: OFFSET_OUT_OF_RANGE)."""
 
 
+class BelowCopyError(LogError):
+    """A read of offsets a cluster broker's copy no longer (or never) held: they are in the
+    database, between its log start and the copy's start (coterie.broker.cluster reads
+    them there). Never reaches a client as such."""
+
+    def __init__(self, offset: int, local_start: int) -> None:
+        super().__init__(f"offset {offset} lies below this copy's start {local_start}")
+        self.offset = offset
+        self.local_start = local_start
+
+
 class StorageError(LogError):
     """The data directory cannot be used: not writable, locked by another broker, or broken
     metadata. The message is meant to be shown to an operator on one line."""

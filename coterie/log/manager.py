@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -54,6 +55,7 @@ from coterie.log.partition import (
     PartitionLog,
     write_copy,
 )
+from coterie.log.producers import ProducerStates
 from coterie.log.segment import parse_segment_base
 
 LOCK_FILE = ".lock"
@@ -122,6 +124,9 @@ class LogManager:
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._closed = False
+        # A cluster broker's copies keep a bounded number of recent bytes and are trimmed
+        # by whole segments (coterie.broker.cluster): their segments are kept this small.
+        self.segment_bytes_cap: int | None = None
 
     # --------------------------------------------------------------------------- opening
 
@@ -234,7 +239,7 @@ class LogManager:
         problem = validate_topic_configs(configs)
         if problem is not None:
             raise InvalidConfigError(problem)
-        config = self._log_config(configs)
+        config = self._partition_config(configs)
         info = TopicInfo(name, topic_id or new_topic_id(), partitions, dict(configs))
         try:
             self._open_partitions(info, range(partitions), config, now_ms)
@@ -278,7 +283,7 @@ class LogManager:
                 f"equal to the requested {new_total}."
             )
         old_total = info.partitions
-        config = self._log_config(info.configs)
+        config = self._partition_config(info.configs)
         updated = TopicInfo(info.name, info.topic_id, new_total, dict(info.configs))
         try:
             self._open_partitions(info, range(old_total, new_total), config, now_ms)
@@ -292,11 +297,14 @@ class LogManager:
         return updated
 
     def replace_partition(self, name: str, index: int, log_start: int, log_end: int,
-                          chunks: Iterable[bytes], now_ms: int) -> PartitionLog:
+                          chunks: Iterable[bytes], now_ms: int,
+                          producers: ProducerStates | None = None) -> PartitionLog:
         """Make this partition's local log a copy of batches stored elsewhere (a cluster
         broker taking a partition over: coterie.broker.cluster): the old files go, the
         batches are laid out as segments (`partition.write_copy`) and opened as after a
-        crash, so the indexes, producer state and aborted transactions come from them."""
+        crash, so the indexes, producer state and aborted transactions come from them
+        (from `producers`, the state as of `log_start`, and the batches after it, when the
+        batches are the partition's recent ones only)."""
         info = self._topics.get(name)
         if info is None or not 0 <= index < info.partitions:
             raise UnknownTopicError(f"Topic '{name}' has no partition {index}.")
@@ -305,8 +313,8 @@ class LogManager:
             old.close_unclean()
         directory = self._partition_dir(name, index)
         shutil.rmtree(directory, ignore_errors=True)
-        config = self._log_config(info.configs)
-        write_copy(directory, log_start, log_end, chunks, config.segment_bytes)
+        config = self._partition_config(info.configs)
+        write_copy(directory, log_start, log_end, chunks, config.segment_bytes, producers)
         log = PartitionLog.open(directory, config, now_ms, self._files)
         self._logs[(name, index)] = log
         return log
@@ -325,7 +333,7 @@ class LogManager:
             for index in range(self._topics[name].partitions):
                 log = self._logs.get((name, index))
                 if log is not None:
-                    log.update_config(config)
+                    log.update_config(self._capped(config))
 
     def check_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Raise what `alter_topic_configs(name, configs)` would raise, changing nothing
@@ -345,7 +353,7 @@ class LogManager:
         problem = validate_topic_configs(configs)
         if problem is not None:
             raise InvalidConfigError(problem)
-        config = self._log_config(configs)
+        config = self._partition_config(configs)
         updated = TopicInfo(info.name, info.topic_id, info.partitions, dict(configs))
         self._write_topic(updated)
         self._register(updated)
@@ -394,6 +402,18 @@ class LogManager:
 
     def _log_config(self, configs: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(self._broker_props, configs)
+
+    def _partition_config(self, configs: Mapping[str, str]) -> LogConfig:
+        return self._capped(self._log_config(configs))
+
+    def _capped(self, config: LogConfig) -> LogConfig:
+        """What the partitions' files use: the topic's settings, with segments no larger
+        than `segment_bytes_cap` when one is set (a cluster broker's copies, trimmed by
+        whole segments to their bound)."""
+        cap = self.segment_bytes_cap
+        if cap is None or config.segment_bytes <= cap:
+            return config
+        return dataclasses.replace(config, segment_bytes=cap)
 
     def _register(self, info: TopicInfo) -> None:
         self._topics[info.name] = info

@@ -47,6 +47,7 @@ from coterie.log.cleaner import (
 )
 from coterie.log.config import INT_MAX, LogConfig
 from coterie.log.errors import (
+    BelowCopyError,
     CorruptRecordError,
     InvalidRecordError,
     LogError,
@@ -130,6 +131,12 @@ class PartitionLog:
         # database holds (`durable_end`, the high watermark). None on a single broker.
         self.on_append: Callable[[int, bytes], None] | None = None
         self.durable_end: int | None = None
+        # A cluster broker may keep only a partition's recent batches (a copy from a recent
+        # point, or trimmed as it grew: `trim_copy`): then `store_start` is the database's
+        # log start, which is the partition's, and the offsets from it up to the copy's own
+        # start (`local_start_offset`) are read from the database, not here (reads of them
+        # raise BelowCopyError). None: this log holds everything from its log start.
+        self.store_start: int | None = None
 
     # --------------------------------------------------------------------------- opening
 
@@ -305,6 +312,15 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
+        """The first offset a reader may ask for: the database's log start when this log is
+        a cluster broker's copy of recent batches only (`store_start`), else this log's."""
+        if self.store_start is not None:
+            return self.store_start
+        return self.local_start_offset
+
+    @property
+    def local_start_offset(self) -> int:
+        """The first offset this log's own files serve."""
         first = self._segments[0].base_offset
         return self._start if self._start > first else first
 
@@ -500,6 +516,8 @@ class PartitionLog:
             )
         if offset == end_offset or (max_offset is not None and offset >= max_offset):
             return None
+        if offset < self.local_start_offset:
+            raise BelowCopyError(offset, self.local_start_offset)
         i = bisect_right(self._bases, offset) - 1
         for seg in self._segments[i:]:
             if offset >= seg.next_offset:
@@ -527,8 +545,10 @@ class PartitionLog:
         `timestamp`; None if there is none. Kafka's ListOffsets rule: record timestamps need
         not grow inside a batch or from batch to batch, so this is the first such record, not
         the smallest timestamp >= the target. Only the batch holding it is read
-        (Segment.find_timestamp)."""
+        (Segment.find_timestamp). BelowCopyError when this log holds recent batches only:
+        the record may lie below them, and the database answers."""
         self._check_open()
+        self._check_whole()
         start = self.log_start_offset
         for seg in self._segments:
             if seg.next_offset <= start:
@@ -542,8 +562,10 @@ class PartitionLog:
         """(offset, timestamp) of the first record carrying the log's largest timestamp, as
         Kafka answers ListOffsets(MAX_TIMESTAMP): the first segment with the largest
         maxTimestamp, the first batch in it with that maxTimestamp, and the first record of
-        that batch with that timestamp. None when no batch has a timestamp."""
+        that batch with that timestamp. None when no batch has a timestamp. BelowCopyError
+        when this log holds recent batches only."""
         self._check_open()
+        self._check_whole()
         best: Segment | None = None
         for seg in self._segments:
             if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
@@ -612,12 +634,48 @@ class PartitionLog:
         if offset > end:
             raise OffsetOutOfRangeError(
                 f"Cannot delete records up to {offset}: the log ends at {end}")
-        if offset <= self.log_start_offset:
+        if self.store_start is not None and offset > self.store_start:
+            self.store_start = offset
+        if offset <= self.local_start_offset:
             return self.log_start_offset
         atomic_write(self._directory / LOG_START_FILE, f"{offset}\n".encode())
         self._start = offset
         self.delete_segments_before(offset)
         return self.log_start_offset
+
+    def copy_cut(self, keep_bytes: int, below: int) -> int | None:
+        """Where `trim_copy` would cut to keep at least `keep_bytes` of this log's files,
+        dropping only sealed segments that end at or below `below` (what the database
+        holds); None when no segment would go."""
+        size = self.size_bytes
+        k = 0
+        for seg in self._segments[:-1]:
+            if seg.next_offset > below or size - seg.size < keep_bytes:
+                break
+            size -= seg.size
+            k += 1
+        return self._segments[k].base_offset if k else None
+
+    def trim_copy(self, offset: int) -> int:
+        """A cluster broker's copy kept to its bound: the whole segments below `offset`
+        (never the active one) go from this log's files, and reads of their offsets go to
+        the database from now on (`store_start`, which this sets). Unlike retention, the
+        log start stays where it is and so does the producer state (a producer's sequence
+        and open transaction do not depend on which of its batches are copied here).
+        Returns how many segments went."""
+        self._check_open()
+        if self.store_start is None:
+            self.store_start = self.log_start_offset
+        dropped = 0
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            seg = self._segments.pop(0)
+            self._bases.pop(0)
+            self._drop_files(seg, None)
+            self._aborted.delete_file(seg.base_offset)
+            dropped += 1
+        if dropped:
+            self._aborted.drop_before(self.local_start_offset)
+        return dropped
 
     def delete_segments_before(self, offset: int) -> int:
         """Delete every whole segment that lies entirely below `offset` (never the active
@@ -637,7 +695,7 @@ class PartitionLog:
         """Where the cleaner's next pass starts reading keys (below it, the log is
         compacted): the checkpoint, kept within the log."""
         if not self._start <= self._first_dirty <= self.log_end_offset:
-            return self.log_start_offset
+            return self.local_start_offset
         return max(self._first_dirty, self._segments[0].base_offset)
 
     def cleaning_job(self, now_ms: int, key_budget_bytes: int) -> CleanJob | None:
@@ -646,6 +704,8 @@ class PartitionLog:
         config = self._config
         if self._closed or self.cleaning or not config.compacts or len(self._segments) < 2:
             return None
+        if self.store_start is not None:
+            return None  # a copy of recent batches only: compacted after its next take
         first_dirty = self.first_dirty_offset
         views = [SegmentView(seg.base_offset, seg.next_offset, seg.size, seg.log_path,
                              seg.last_append_ms, seg.largest_time())
@@ -767,6 +827,10 @@ class PartitionLog:
         self.close_unclean()
         shutil.rmtree(self._directory, ignore_errors=True)
 
+    def _check_whole(self) -> None:
+        if self.store_start is not None and self.store_start < self.local_start_offset:
+            raise BelowCopyError(self.store_start, self.local_start_offset)
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogError(f"partition log {self._directory} is closed")
@@ -776,14 +840,16 @@ class PartitionLog:
 
 
 def write_copy(directory: Path, log_start: int, log_end: int, chunks: Iterable[bytes],
-               segment_bytes: int) -> None:
+               segment_bytes: int, producers: ProducerStates | None = None) -> None:
     """Lay out a partition's batches, as stored elsewhere, as this log's files: segments of
     whole batches (a new one where the next chunk would pass `segment_bytes`), each named by
     its first batch's offset, and the log start. `PartitionLog.open` then recovers them as
     after an unclean stop, building the indexes, the producer state and the aborted
     transactions from the batches themselves. A log with no batches left starts empty at
     `log_end`, and so does the active segment when the last batches are gone (compaction
-    removed them: the log end stays where it was). `directory` must be empty or missing."""
+    removed them: the log end stays where it was). `directory` must be empty or missing.
+    `producers`: the producer state as of `log_start` (a copy of recent batches only: the
+    state the batches before them left), written as the snapshot the open starts from."""
     directory.mkdir(parents=True, exist_ok=True)
     out = None
     size = 0
@@ -808,6 +874,8 @@ def write_copy(directory: Path, log_start: int, log_end: int, chunks: Iterable[b
         (directory / f"{log_end:020d}{LOG_SUFFIX}").touch()
     if log_start > 0:
         atomic_write(directory / LOG_START_FILE, f"{log_start}\n".encode())
+    if producers is not None and producers.entries:
+        atomic_write(directory / f"{log_start:020d}{SNAPSHOT_SUFFIX}", producers.encode())
 
 
 def control_marker(buf: bytes | bytearray | memoryview, position: int) -> int | None:

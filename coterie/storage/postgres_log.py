@@ -145,6 +145,18 @@ LEFT JOIN LATERAL (
 WHERE p.topic_id = %(topic_id)s::uuid AND p.partition = %(partition)s::integer
 """
 
+# Where a copy of the last `bytes` of a partition starts: the first batch that begins within
+# them (whole batches only), with the partition's bounds.
+_COPY_BOUNDS = """
+SELECT p.log_start_offset, p.next_offset,
+       (SELECT base_offset FROM batches
+        WHERE topic_id = p.topic_id AND partition = p.partition
+          AND byte_position >= p.next_position - %(bytes)s::bigint
+        ORDER BY byte_position LIMIT 1)
+FROM partitions p
+WHERE p.topic_id = %(topic_id)s::uuid AND p.partition = %(partition)s::integer
+"""
+
 _BOUNDS = """
 SELECT log_start_offset, next_offset FROM partitions WHERE topic_id = %s AND partition = %s
 """
@@ -402,6 +414,24 @@ class PostgresLog:
         if row is None:
             raise UnknownPartition(f"no partition {tp}")
         return int(row[0]), int(row[1])
+
+    async def copy_bounds(self, tp: TopicIdPartition,
+                          last_bytes: int | None) -> tuple[int, int, int]:
+        """(log start, copy start, log end): where a copy of the partition's last
+        `last_bytes` bytes starts, at a batch's first offset (the log start when the whole
+        log is within them, or `last_bytes` is None; the log end when its last batch alone
+        is larger). One query."""
+        async with self._db.session() as conn:
+            cur = await conn.execute(_COPY_BOUNDS, {
+                "topic_id": tp.topic_id, "partition": tp.partition,
+                "bytes": -1 if last_bytes is None else last_bytes})
+            row = await cur.fetchone()
+        if row is None:
+            raise UnknownPartition(f"no partition {tp}")
+        start, end, first = int(row[0]), int(row[1]), row[2]
+        if last_bytes is None:
+            return start, start, end
+        return start, max(start, end if first is None else int(first)), end
 
     async def offset_for_timestamp(self, tp: TopicIdPartition,
                                    timestamp: int) -> OffsetAndTimestamp | None:

@@ -25,6 +25,13 @@ UNKNOWN_TOPIC_ID; a known id the principal may not read is TOPIC_AUTHORIZATION_F
 Kafka answers); a follower's fetch (replica id >= 0) needs CLUSTER_ACTION on the cluster
 instead, else every partition is TOPIC_AUTHORIZATION_FAILED.
 
+Below a cluster broker's copy: a cluster broker may copy only a partition's recent batches
+(docs/cluster.md, "The copy of a partition"). A fetch from below the copy's start is read
+from the database, one `PostgresLog.read` per partition and fetch (never a query per batch),
+with the aborted transactions of what it read for a read_committed reader (from the rows'
+header columns); the plan is then made again with those bytes in place, so that nothing
+awaits between the final plan and the response.
+
 Speed: a response is first planned (which byte range of which segment each partition
 answers with, found through the offset index without reading any data), and only the final
 plan is written, by hand rather than through kio, into one buffer sized exactly for it: the
@@ -50,7 +57,9 @@ from coterie.broker.acls import denied, enforcing
 from coterie.broker.context import LEADER_EPOCH, RequestContext
 from coterie.log.segment import Segment
 from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
+from coterie.storage.errors import OffsetOutOfRange
 from coterie.wire.codec import FileRange, RawResponse, response_header_room
+from coterie.wire.record_batch import batch_headers
 
 log = logging.getLogger("coterie.fetch")
 
@@ -83,7 +92,9 @@ class _Part:
     error: int
     high_watermark: int = -1
     log_start_offset: int = -1
-    span: tuple[Segment, int, int] | None = None
+    # Where the records lie in a segment file, or the records themselves (read from the
+    # database, below a cluster broker's copy).
+    span: tuple[Segment, int, int] | bytes | None = None
     last_stable_offset: int = -1
     # read_committed only: (producer id, first offset) of the overlapping aborted
     # transactions; None for read_uncommitted (an empty array on the wire).
@@ -117,8 +128,39 @@ def _unreadable(ctx: RequestContext, request: Any) -> frozenset[str] | _Every:
                   (_resolve(ctx, topic)[0] for topic in request.topics or ()))
 
 
-def _plan(ctx: RequestContext, request: Any, unreadable: frozenset[str] | _Every = frozenset()
-          ) -> tuple[list[tuple[Any, list[_Part]]], int, list]:
+@dataclass(slots=True)
+class _Below:
+    """A partition's read from below its copy: asked for by a plan, done by `_read_below`,
+    used by the next plan. `data` None: `error` instead."""
+
+    key: tuple[str, int]
+    led: Any
+    offset: int
+    max_bytes: int
+    limit: int | None
+    committed: bool
+    data: bytes | None = None
+    aborted: list[tuple[int, int]] | None = None
+    error: int = ErrorCode.none
+
+
+def _fit(data: bytes, limit: int | None, max_bytes: int, min_one: bool) -> bytes | None:
+    """Of batches read from the database, the whole ones a plan may answer with: below
+    `limit` (the last stable offset or the high watermark), within `max_bytes` (the first
+    one whatever its size when `min_one`)."""
+    end = 0
+    for h in batch_headers(data, strict=True):
+        if limit is not None and h.base_offset >= limit:
+            break
+        if h.end > max_bytes and not (min_one and end == 0):
+            break
+        end = h.end
+    return data[:end] if end else None
+
+
+def _plan(ctx: RequestContext, request: Any, unreadable: frozenset[str] | _Every = frozenset(),
+          below: dict[tuple[str, int], _Below] | None = None
+          ) -> tuple[list[tuple[Any, list[_Part]]], int, list, list[_Below]]:
     """One pass over every requested partition: what each answers, bytes planned, wait keys.
 
     Size limits follow Kafka's ReplicaManager.readFromLog, at whole-batch granularity: each
@@ -129,6 +171,10 @@ def _plan(ctx: RequestContext, request: Any, unreadable: frozenset[str] | _Every
     returns nothing. So the records of a response never exceed max_bytes, except by that one
     batch. (Kafka fills the rest of a limit with the bytes of a partial batch, which clients
     drop; coterie stops at the last whole batch.)
+
+    `below`: the reads from the database done for an earlier plan of this request; a
+    partition whose fetch offset lies below its copy and has none is in the list returned
+    last (to read, then plan again).
     """
     logs = ctx.services.logs
     cluster = ctx.services.cluster
@@ -139,6 +185,7 @@ def _plan(ctx: RequestContext, request: Any, unreadable: frozenset[str] | _Every
     keys = []
     errors = False
     topics = []
+    wanted: list[_Below] = []
     for topic in request.topics or ():
         name, echo, topic_error = _resolve(ctx, topic)
         if unreadable and name in unreadable:
@@ -149,6 +196,7 @@ def _plan(ctx: RequestContext, request: Any, unreadable: frozenset[str] | _Every
             part = logs.partition(name, index) if name is not None else None
             leader_epoch = getattr(p, "current_leader_epoch", -1)
             epoch = LEADER_EPOCH
+            led = None
             if cluster is not None and part is not None:
                 led = cluster.serving(name, index)
                 epoch = -1 if led is None else led.lease.epoch
@@ -182,25 +230,69 @@ def _plan(ctx: RequestContext, request: Any, unreadable: frozenset[str] | _Every
                     continue
                 # locate() answers with at least the first batch, however small max_bytes is.
                 limit = lso if committed else part.durable_end
-                span = (part.locate(p.fetch_offset, max_bytes, limit)
-                        if min_one or max_bytes else None)
-                if span is not None and not min_one and span[2] - span[1] > max_bytes:
-                    span = None  # its first batch does not fit in what is left
-                entry.span = span
-                if committed:
-                    entry.aborted = [] if span is None else [
-                        (t.producer_id, t.first_offset)
-                        for t in part.aborted_transactions(p.fetch_offset, lso)]
+                span: tuple[Segment, int, int] | bytes | None
+                if led is not None and p.fetch_offset < part.local_start_offset:
+                    # Below the copy: the database's batches, read for an earlier plan.
+                    done = below.get((name, index)) if below else None
+                    if done is None or done.offset != p.fetch_offset:
+                        if (min_one or max_bytes) and (limit is None or p.fetch_offset < limit):
+                            wanted.append(_Below((name, index), led, p.fetch_offset,
+                                                 max_bytes, limit, committed))
+                        span = None
+                    elif done.data is None:
+                        entry.error = done.error
+                        errors = True
+                        continue
+                    else:
+                        span = _fit(done.data, limit, max_bytes, min_one)
+                    entry.span = span
+                    if committed:
+                        entry.aborted = [] if span is None or done is None else (
+                            done.aborted or [])
+                else:
+                    span = (part.locate(p.fetch_offset, max_bytes, limit)
+                            if min_one or max_bytes else None)
+                    if span is not None and not min_one and span[2] - span[1] > max_bytes:
+                        span = None  # its first batch does not fit in what is left
+                    entry.span = span
+                    if committed:
+                        entry.aborted = [] if span is None else [
+                            (t.producer_id, t.first_offset)
+                            for t in part.aborted_transactions(p.fetch_offset, lso)]
                 if span is not None:
-                    size = span[2] - span[1]
+                    size = len(span) if type(span) is bytes else span[2] - span[1]
                     total += size
                     budget = max(budget - size, 0)
                     min_one = False
                 keys.append((name, index))
         topics.append((echo, parts))
-    if errors:
+    if errors or wanted:
         keys = []  # an error is news: answer at once instead of waiting
-    return topics, total, keys
+    return topics, total, keys, wanted
+
+
+async def _read_below(ctx: RequestContext, wanted: list[_Below],
+                      below: dict[tuple[str, int], _Below]) -> None:
+    """The database's batches for each partition fetched below its copy: one read each,
+    and for read_committed the aborted transactions of what it read."""
+    cluster = ctx.services.cluster
+    for w in wanted:
+        try:
+            data = await cluster.read_below_copy(w.led, w.offset, max(w.max_bytes, 1))
+            if w.committed and data:
+                stop = batch_headers(data, strict=True)[-1].next_offset
+                if w.limit is not None:
+                    stop = min(stop, w.limit)
+                w.aborted = [(t.producer_id, t.first_offset) for t in
+                             await cluster.aborted_below_copy(w.led, w.offset, stop)]
+            w.data = data
+        except OffsetOutOfRange:
+            w.error = ErrorCode.offset_out_of_range
+        except Exception as e:  # the database failed: a retriable error, never a crash
+            log.warning("fetch of %s-%d from offset %d in the database failed: %s",
+                        w.key[0], w.key[1], w.offset, str(e).strip() or type(e).__name__)
+            w.error = ErrorCode.kafka_storage_error
+        below[w.key] = w
 
 
 # Spans at least this big are sent from the segment file by sendfile (no copy through Python);
@@ -268,6 +360,11 @@ def _encode(ctx: RequestContext, topics: list[tuple[Any, list[_Part]]]) -> RawRe
             span = part.span
             if span is None:
                 pieces.append(entry + count(0) + end_tags)
+            elif type(span) is bytes:
+                pieces.append(entry + count(len(span)))
+                pieces.append(span)
+                size += len(span)
+                pieces.append(end_tags)
             else:
                 pieces.append(entry + count(span[2] - span[1]))
                 pieces.append(span)
@@ -335,8 +432,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     max_wait_s = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait_s
     unreadable = _unreadable(ctx, request)
+    below: dict[tuple[str, int], _Below] = {}
+    rounds = 0
     while True:
-        topics, total, keys = _plan(ctx, request, unreadable)
+        topics, total, keys, wanted = _plan(ctx, request, unreadable, below)
+        if wanted and rounds < 3:  # (a copy trimmed meanwhile asks for another read)
+            rounds += 1
+            await _read_below(ctx, wanted, below)
+            continue
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or not keys or remaining <= 0:
             break

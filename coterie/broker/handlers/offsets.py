@@ -7,7 +7,10 @@ index find the one batch that holds it and only that batch is read (coterie.log.
 see docs/decisions.md). A single node never changes leader, so every partition lives in
 leader epoch 0 and its end offset is the log end offset; a cluster broker answers with its
 lease's epoch and the high watermark (the database's end), and nothing stored is ever
-truncated, so every epoch ends at the high watermark (docs/cluster.md).
+truncated, so every epoch ends at the high watermark (docs/cluster.md). A cluster broker
+whose copy holds a partition's recent batches only asks the database for timestamp lookups
+(one query, or a few for a batch whose header promises more than its records hold): the
+record may lie below the copy.
 
 ACLs (when an authorizer is configured), as Kafka 4.2's KafkaApis checks them, once per
 topic: ListOffsets needs DESCRIBE on the topic, OffsetForLeaderEpoch DESCRIBE on the topic
@@ -21,12 +24,14 @@ layer does too; the handlers do not rely on it.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from coterie.broker.acls import denied, enforcing
 from coterie.broker.context import LEADER_EPOCH, RequestContext, epoch_error, leader_epoch
+from coterie.log.errors import BelowCopyError
 from coterie.security import CLUSTER_NAME, AclOperation, ResourceType
 
 LATEST = -1
@@ -60,13 +65,32 @@ def _list_one(part: Any, timestamp: int, committed: bool,
     found = part.max_timestamp() if timestamp == MAX_TIMESTAMP else (
         part.offset_for_timestamp(timestamp) if timestamp >= 0 else None
     )
+    return _found(found, end, epoch)
+
+
+def _found(found: Any, end: int, epoch: int) -> dict[str, Any]:
     if found is None or found.offset >= end:
         return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
     return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": epoch}
 
 
-def list_offsets(ctx: RequestContext, request: Any) -> Any:
+async def _from_database(ctx: RequestContext, response: dict[str, Any],
+                         lookups: list[tuple[dict[str, Any], Any, int, int, int]]) -> Any:
+    """The lookups of partitions whose copy starts late, asked of the database, then the
+    answer."""
+    for entry, led, timestamp, end, epoch in lookups:
+        try:
+            found = await ctx.services.cluster.offset_for_timestamp(led, timestamp)
+        except Exception:  # the database failed: retriable, never a crash
+            entry["error_code"] = ErrorCode.kafka_storage_error
+            continue
+        entry.update(_found(found, end, epoch), error_code=ErrorCode.none)
+    return ctx.respond(response)
+
+
+def list_offsets(ctx: RequestContext, request: Any) -> Any | Awaitable[Any]:
     logs = ctx.services.logs
+    lookups: list[tuple[dict[str, Any], Any, int, int, int]] = []
     version = ctx.api_version
     committed = getattr(request, "isolation_level", 0) == 1
     hidden = denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
@@ -93,10 +117,20 @@ def list_offsets(ctx: RequestContext, request: Any) -> Any:
             elif err is not None:
                 entry["error_code"] = err
             else:
-                entry.update(_list_one(part, p.timestamp, committed, epoch),
-                             error_code=ErrorCode.none)
+                try:
+                    entry.update(_list_one(part, p.timestamp, committed, epoch),
+                                 error_code=ErrorCode.none)
+                except BelowCopyError:
+                    led = ctx.services.cluster.serving(t.name, p.partition_index)
+                    if led is None:
+                        entry["error_code"] = ErrorCode.not_leader_or_follower
+                    else:
+                        end = part.last_stable_offset if committed else part.high_watermark
+                        lookups.append((entry, led, p.timestamp, end, epoch))
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
+    if lookups:
+        return _from_database(ctx, {"topics": topics}, lookups)
     return ctx.respond({"topics": topics})
 
 

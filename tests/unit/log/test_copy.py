@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from coterie.log.errors import OutOfOrderSequenceError
+from coterie.log.errors import BelowCopyError, OutOfOrderSequenceError
 from coterie.log.partition import PartitionLog, write_copy
+from coterie.log.producers import ProducerStates
 from coterie.wire.record_batch import batch_headers
+from coterie.wire.txn_markers import control_batch
 from tests.unit.log.test_producers import NOW, SMALL, batch, open_log
 
 
@@ -95,3 +97,61 @@ def test_readers_see_only_what_reached_the_store(tmp_path):
     log.append(batch(2, 0, 0, txn=True), 0, NOW)
     log.durable_end = 4
     assert log.last_stable_offset == 3  # the open transaction, below the high watermark
+
+
+def test_a_copy_from_a_recent_point_with_the_producer_state_below_it(tmp_path):
+    """Only the batches from `start` on, and the producer state the earlier ones left (as a
+    cluster broker reads it from the database): the same duplicates, sequence checks and
+    open transaction as the whole copy; offsets below the copy are refused to local reads
+    (BelowCopyError: the database serves them) while the log start stays the store's."""
+    handed: list[tuple[int, bytes]] = []
+    original = open_log(tmp_path / "a")
+    original.on_append = lambda first, data: handed.append((first, data))
+    original.append(batch(8, 0, 0, n=2, txn=True), 5, NOW)  # open, far below the copy
+    for seq in range(0, 200, 20):
+        original.append(batch(7, 0, seq, n=20), 5, NOW)
+    start = 142  # batch boundary: 2 + 7 * 20
+    below = ProducerStates()
+    for first, data in handed:
+        if first < start:
+            for h in batch_headers(data, strict=True):
+                below.replay_batch(h, None)
+    recent = [data for first, data in handed if first >= start]
+    write_copy(tmp_path / "b", start, original.log_end_offset, recent, SMALL.segment_bytes,
+               below)
+    copy = PartitionLog.open(tmp_path / "b", SMALL, NOW)
+    copy.store_start = 0
+    assert (copy.log_start_offset, copy.local_start_offset) == (0, start)
+    assert copy.last_stable_offset == 0  # the transaction open below the copy
+    assert copy.append(batch(7, 0, 180, n=20), 6, NOW).duplicate
+    with pytest.raises(OutOfOrderSequenceError):
+        copy.append(batch(7, 0, 400, n=1), 6, NOW)
+    with pytest.raises(BelowCopyError):
+        copy.locate(10, 1000)
+    with pytest.raises(BelowCopyError):
+        copy.offset_for_timestamp(0)
+    assert copy.locate(start, 1000) is not None
+    # DeleteRecords below the copy moves the log start only; above it, the copy's too.
+    assert copy.delete_records(50) == 50 and copy.local_start_offset == start
+    assert copy.delete_records(150) == 150 and copy.local_start_offset == 150
+    # The commit of the transaction open below the copy completes it.
+    copy.append(control_batch(8, 0, True, 0, NOW), 6, NOW, coordinator=True)
+    assert copy.last_stable_offset == copy.high_watermark
+
+
+def test_a_copy_trimmed_to_its_bound_keeps_its_producer_state(tmp_path):
+    log = open_log(tmp_path / "a")
+    log.append(batch(8, 0, 0, n=2, txn=True), 5, NOW)
+    for seq in range(0, 400, 20):
+        log.append(batch(7, 0, seq, n=20), 5, NOW)
+    assert log.segment_count >= 3
+    size = log.size_bytes
+    cut = log.copy_cut(size // 2, log.log_end_offset)
+    assert cut is not None and log.copy_cut(size // 2, 10) is None  # not durable yet
+    assert log.trim_copy(cut) > 0
+    assert log.size_bytes >= size // 2 and log.local_start_offset == cut > 0
+    assert log.log_start_offset == 0 and log.store_start == 0
+    assert log.last_stable_offset == 0  # the open transaction is still known
+    assert log.append(batch(7, 0, 380, n=20), 6, NOW).duplicate
+    with pytest.raises(BelowCopyError):
+        log.read(0, 100)
