@@ -25,6 +25,13 @@ stored in the database, 6 partitions) for one broker on local files, one broker 
 PostgreSQL and three brokers on PostgreSQL, one after the other (and Kafka 4.2.1 with
 `--kafka`, through benchmarks/produce_consume.py's workload); then the database's rows and
 bytes per record (`batches` rows and `pg_total_relation_size`).
+
+**takeover**: one topic of one partition filled with `--records` x 1 KiB by one broker,
+then taken over by a broker started for it (the previous leader killed -9), once per
+setting: first with `cluster.copy.bytes` larger than the partition (the whole partition
+copied, as before the bound), then with each of `--copy-mb` (256, the default, and 32).
+Prints, per take, the bytes copied and the time the take took (copy, producer state,
+opening the copy: the broker's own log line), which is what grows with the partition's size.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -472,6 +480,59 @@ def lanes(args: argparse.Namespace) -> int:
     return 0
 
 
+TAKE = re.compile(r"leads big-0 at epoch \d+ \((\d+) batches' bytes copied, offsets (\d+)-\d+ "
+                  r"of \d+-(\d+), (\d+) ms\)")
+
+
+def takeover(args: argparse.Namespace) -> int:
+    """Time and bytes of a partition's takeover, whole and bounded (module docstring)."""
+    settings = [("whole partition (before)", 1 << 60)] + [
+        (f"last {mb} MiB (after)", mb << 20) for mb in args.copy_mb]
+    rows = []
+    nodes: list[Node] = []
+    with tempfile.TemporaryDirectory(prefix="coterie-takeover-") as tmp, \
+            database() as (uri, _):
+        root = Path(tmp)
+        try:
+            EXTRA_OVERRIDES[:] = []
+            current = Node(root, 1, uri, args.lease_ms)
+            nodes.append(current)
+            current.start()
+            admin = AdminClient({"bootstrap.servers": current.bootstrap})
+            admin.create_topics([NewTopic("big", 1, 1)])["big"].result(30)
+            wait(lambda: leaders(admin, "big").get(0) == 1, 60, "a leader")
+            produce_s = produce(current.bootstrap, "big", 1, args.records, os.urandom(1024))
+            print(f"  {args.records * 1024 / 1e6:.0f} MB produced in {produce_s:.1f} s",
+                  file=sys.stderr, flush=True)
+            for node_id, (label, copy_bytes) in enumerate(settings, start=2):
+                EXTRA_OVERRIDES[:] = [f"cluster.copy.bytes={copy_bytes}"]
+                nxt = Node(root, node_id, uri, args.lease_ms)
+                nodes.append(nxt)
+                nxt.start()
+                log_path = root / f"node{node_id}.log"
+                # It takes the partition when it joins, or once the leader is killed.
+                time.sleep(args.lease_ms / 1000)
+                current.kill()
+                seen = wait(lambda p=log_path: TAKE.findall(p.read_text()), 300,
+                            f"node {node_id} taking big-0")
+                copied, start, end, ms = (int(x) for x in seen[-1])
+                rows.append((label, copied, start, end, ms))
+                print(f"  {label}: {copied / 1e6:.1f} MB copied (offsets {start}-{end}) "
+                      f"in {ms} ms", file=sys.stderr, flush=True)
+                current = nxt
+        finally:
+            EXTRA_OVERRIDES.clear()
+            for n in nodes:
+                n.stop()
+    print(f"\none partition of {args.records:,} records x 1 KiB "
+          f"({args.records * 1024 / 1e6:.0f} MB), taken over by a new broker\n")
+    print("| copy | bytes copied | copy start offset | take (copy and open) |\n"
+          "| --- | --- | --- | --- |")
+    for label, copied, start, _end, ms in rows:
+        print(f"| {label} | {copied / 1e6:.1f} MB | {start:,} | {ms:,} ms |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -486,8 +547,13 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--kafka", action="store_true", help="also Kafka 4.2.1 (java and mvn)")
     c = sub.add_parser("lanes", help="produce MB/s by write connections and producers")
     c.add_argument("--records", type=int, default=40_000)
+    k = sub.add_parser("takeover", help="a large partition taken over: whole copy, bounded")
+    k.add_argument("--records", type=int, default=200_000)
+    k.add_argument("--copy-mb", type=int, nargs="+", default=[256, 32])
+    k.add_argument("--lease-ms", type=int, default=3000)
     args = parser.parse_args(argv)
-    return {"failover": failover, "throughput": throughput, "lanes": lanes}[args.what](args)
+    return {"failover": failover, "throughput": throughput, "lanes": lanes,
+            "takeover": takeover}[args.what](args)
 
 
 if __name__ == "__main__":
