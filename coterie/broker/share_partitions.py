@@ -180,10 +180,12 @@ class SharePartitions:
                 self._check_subscribed(group_id, topic)
             strategy = self._group_config(group_id, "share.auto.offset.reset") or "latest"
             try:
+                # A cluster broker's copy may hold recent batches only: a share group
+                # starts within it (docs/cluster.md, "The copy of a partition").
                 start = resolve_start_offset(
-                    strategy, log_start_offset=part.log_start_offset,
+                    strategy, log_start_offset=part.local_start_offset,
                     log_end_offset=part.high_watermark, now=now,
-                    offset_for_timestamp=lambda ts: _offset_of(part.offset_for_timestamp(ts)))
+                    offset_for_timestamp=lambda ts: _offset_in_copy(part, ts))
             except OffsetNotAvailable as e:
                 raise ShareUnavailable(ErrorCode.offset_not_available, str(e)) from e
             sp, outcome = SharePartition.initialize(group_id, topic_id, partition, start, now,
@@ -445,3 +447,9 @@ class SharePartitions:
 
 def _offset_of(found: Any) -> int | None:
     return None if found is None else found.offset
+
+
+def _offset_in_copy(part: Any, timestamp: int) -> int | None:
+    """The timestamp lookup of a share partition's start, within the copy a cluster broker
+    holds (all of the log elsewhere)."""
+    return _offset_of(part.offset_for_timestamp(timestamp, within_copy=True))

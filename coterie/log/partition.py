@@ -540,16 +540,19 @@ class PartitionLog:
             return seg, start, end
         return None
 
-    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+    def offset_for_timestamp(self, timestamp: int,
+                             within_copy: bool = False) -> OffsetAndTimestamp | None:
         """(offset, timestamp) of the first record, in offset order, whose timestamp is >=
         `timestamp`; None if there is none. Kafka's ListOffsets rule: record timestamps need
         not grow inside a batch or from batch to batch, so this is the first such record, not
         the smallest timestamp >= the target. Only the batch holding it is read
         (Segment.find_timestamp). BelowCopyError when this log holds recent batches only:
-        the record may lie below them, and the database answers."""
+        the record may lie below them, and the database answers; unless `within_copy`, which
+        asks for the first such record of this log's own files."""
         self._check_open()
-        self._check_whole()
-        start = self.log_start_offset
+        if not within_copy:
+            self._check_whole()
+        start = self.local_start_offset
         for seg in self._segments:
             if seg.next_offset <= start:
                 continue

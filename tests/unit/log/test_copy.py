@@ -131,6 +131,8 @@ def test_a_copy_from_a_recent_point_with_the_producer_state_below_it(tmp_path):
     with pytest.raises(BelowCopyError):
         copy.offset_for_timestamp(0)
     assert copy.locate(start, 1000) is not None
+    found = copy.offset_for_timestamp(0, within_copy=True)  # a share group's start
+    assert found is not None and found.offset == start
     # DeleteRecords below the copy moves the log start only; above it, the copy's too.
     assert copy.delete_records(50) == 50 and copy.local_start_offset == start
     assert copy.delete_records(150) == 150 and copy.local_start_offset == 150
