@@ -52,7 +52,8 @@ WITH RECURSIVE pids (pid) AS (
      ORDER BY producer_id LIMIT 1)
   UNION ALL
     SELECT (SELECT b.producer_id FROM batches b
-            WHERE b.{_TP.replace(' AND ', ' AND b.')} AND b.producer_id > pids.pid
+            WHERE b.{_TP.replace(' AND ', ' AND b.')} AND b.producer_id >= 0
+              AND b.producer_id > pids.pid
             ORDER BY b.producer_id LIMIT 1)
     FROM pids WHERE pids.pid IS NOT NULL
 )
@@ -80,6 +81,7 @@ JOIN LATERAL (
     FROM batches
     WHERE {_TP} AND producer_id = p.pid AND producer_id >= 0
       AND base_offset >= k.from_offset AND base_offset < %(at)s::bigint
+    OFFSET 0  -- a probe per producer, never one join over the partition's rows
 ) r ON true
 WHERE p.pid IS NOT NULL
 ORDER BY p.pid, r.base_offset
@@ -89,13 +91,14 @@ ORDER BY p.pid, r.base_offset
 # `start`); the markers among them, and each producer's first marker past `end`; for every
 # marker, its first bytes and where its transaction began.
 _ABORTED = f"""
-WITH ranged AS (
+WITH ranged AS MATERIALIZED (
     SELECT producer_id, base_offset, is_control FROM batches
-    WHERE {_TP} AND producer_id >= 0 AND is_transactional
-      AND base_offset < %(end)s::bigint AND last_offset >= %(start)s::bigint
+    WHERE {_TP} AND base_offset < %(end)s::bigint
       AND base_offset >= coalesce((SELECT base_offset FROM batches
                                    WHERE {_TP} AND last_offset >= %(start)s::bigint
                                    ORDER BY last_offset LIMIT 1), %(start)s::bigint)
+      AND last_offset >= %(start)s::bigint AND producer_id >= 0 AND is_transactional
+    ORDER BY base_offset  -- the primary key's range: the rows of [start, end) only
 ), markers AS (
     SELECT producer_id, base_offset FROM ranged WHERE is_control
   UNION

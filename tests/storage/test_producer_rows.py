@@ -204,3 +204,46 @@ def test_an_open_transaction_begun_long_ago_and_a_long_idempotent_run(pg_dsn: st
         run(pg_dsn, scenario)
     finally:
         local.close_unclean()
+
+
+def test_both_queries_touch_a_few_pages_of_a_large_partition(pg_dsn: str) -> None:
+    """On a partition of 20,000 batches (statistics gathered, as autovacuum would), the
+    producer state at its end and the aborted transactions of a short range read a few
+    dozen pages, not the thousands of rows below them: each is index probes per producer
+    and per range (EXPLAIN ANALYZE's buffer counts)."""
+    import json
+
+    from coterie.storage import producer_rows
+
+    batches = [batch(8, 0, 0, 1, True, NOW)]  # a transaction open from the start
+    batches += [batch(7, 0, i, 1, False, NOW + i) for i in range(20_000)]
+    batches += [batch(8, 0, 1, 1, True, NOW), control_batch(8, 0, False, 0, NOW)]
+
+    async def scenario(db: Database, tp: TopicIdPartition, lease: Lease) -> None:
+        log = PostgresLog(db)
+        for i in range(0, len(batches), 5000):
+            await log.append(tp, b"".join(batches[i:i + 5000]), lease)
+        end = len(batches)
+        async with db.session() as conn:
+            await conn.execute("ANALYZE batches")
+            for query, params in (
+                    (producer_rows._STATES, {"at": end}),
+                    (producer_rows._ABORTED, {"start": 10_000, "end": 10_100})):
+                cur = await conn.execute(
+                    "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query,
+                    {"topic_id": tp.topic_id, "partition": tp.partition, **params})
+                plan = (await cur.fetchone())[0]
+                plan = json.loads(plan) if isinstance(plan, str) else plan
+                top = plan[0]["Plan"]
+                pages = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
+                assert pages < 150, (pages, json.dumps(plan, indent=1)[:4000])
+        states = await log.producer_states(tp, end)
+        assert states.first_unstable_offset() is None
+        assert [b.first_seq for b in states.entries[7].batches] == list(range(19_995, 20_000))
+        # The transaction spans the range but has no record in it: a consumer has nothing
+        # of it to drop there. From its last batch on, it is listed, from its first.
+        assert await log.aborted_transactions(tp, 10_000, 10_100) == []
+        assert [(a.producer_id, a.first_offset, a.last_offset) for a in
+                await log.aborted_transactions(tp, end - 2, end)] == [(8, 0, end - 1)]
+
+    run(pg_dsn, scenario)
