@@ -1,0 +1,99 @@
+"""The pages' HTML from the values of `views.py`: Jinja2 templates, every one autoescaped.
+
+Why autoescape everywhere (the SVG too) and no `|safe` anywhere: group ids, topic names,
+member and client ids are chosen by whoever runs a client, and the console shows them to an
+operator; an id like `<script>alert(1)</script>` must read as text. URLs carry names
+percent-encoded (`urlpart`), and attribute values are escaped by the same rule.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from coterie.console import timeline_svg
+from coterie.console.paging import PAGE_SIZE, page_of
+from coterie.console.views import BrokersDetail, GroupDetail, GroupRow, TopicDetail, TopicRow
+
+
+def _clock(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} UTC"
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("coterie.console", "templates"), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["urlpart"] = lambda s: quote(str(s), safe="")
+    env.filters["clock"] = _clock
+    return env
+
+
+_ENV = _environment()
+
+
+def _render(template: str, **values: object) -> str:
+    values.setdefault("principal", None)
+    return _ENV.get_template(template).render(**values)
+
+
+def group_path(group_id: str) -> str:
+    return "/groups/" + quote(group_id, safe="")
+
+
+def topic_path(name: str) -> str:
+    return "/topics/" + quote(name, safe="")
+
+
+def groups_page(groups: list[GroupRow], page: int, principal: str | None = None) -> str:
+    rows = sorted(groups, key=lambda g: g.group_id)
+    return _render("groups.html", title="Groups", page=page_of(rows, page),
+                   principal=principal)
+
+
+def group_page(group: GroupDetail, page: int = 1, lag_page: int = 1,
+               principal: str | None = None, now_ms: int | None = None) -> str:
+    """One group: a page of its members, the timeline of those members, a page of its lag."""
+    members = page_of(sorted(group.members, key=lambda m: m.member_id), page)
+    lag = page_of(sorted(group.lag, key=lambda p: (p.topic, p.partition)), lag_page)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    svg = timeline_svg.picture(group.timeline, [m.member_id for m in members.items]
+                               or _timeline_members(group), now)
+    return _render("group.html", title=f"Group {group.group_id}", group=group,
+                   members=members, lag=lag, svg=svg, path=group_path(group.group_id),
+                   principal=principal)
+
+
+def _timeline_members(group: GroupDetail) -> list[str]:
+    # An empty group still shows who held its partitions last (one page of them).
+    seen: dict[str, None] = {}
+    for o in group.timeline.ownership:
+        seen.setdefault(o.member_id, None)
+    return sorted(seen)[:PAGE_SIZE]
+
+
+def topics_page(topics: list[TopicRow], page: int, principal: str | None = None) -> str:
+    rows = sorted(topics, key=lambda t: t.name)
+    return _render("topics.html", title="Topics", page=page_of(rows, page),
+                   principal=principal)
+
+
+def topic_page(topic: TopicDetail, page: int = 1, principal: str | None = None) -> str:
+    return _render("topic.html", title=f"Topic {topic.name}", topic=topic,
+                   partitions=page_of(topic.partitions, page), path=topic_path(topic.name),
+                   principal=principal)
+
+
+def brokers_page(detail: BrokersDetail, principal: str | None = None) -> str:
+    return _render("brokers.html", title="Brokers", detail=detail, principal=principal)
+
+
+def error_page(heading: str, message: str, hint: str | None = None,
+               principal: str | None = None) -> str:
+    return _render("error.html", title=heading, heading=heading, message=message, hint=hint,
+                   principal=principal)
