@@ -26,16 +26,17 @@ import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiohttp import BasicAuth, web
 
 from coterie.console import render
-from coterie.console.paging import BadPage, parse_page
+from coterie.console.paging import BadPage, Page, page_of, parse_page
 from coterie.console.views import (
     AuthenticationFailed,
     ConsoleSource,
     Denied,
+    GroupRow,
     NotFound,
     Unreachable,
 )
@@ -149,9 +150,14 @@ class ConsoleApp:
 
     # -- pages --------------------------------------------------------------------------------
     async def groups(self, request: web.Request) -> web.Response:
-        page = parse_page(request.query.get("page"))
-        groups, who = await self._read(request, lambda s: s.list_groups())
-        return _html(render.groups_page(list(groups), page, who))  # type: ignore[arg-type]
+        number = parse_page(request.query.get("page"))
+
+        async def fetch(source: ConsoleSource) -> Page[GroupRow]:
+            page = page_of(render.sort_groups(list(await source.list_groups())), number)
+            return replace(page, items=list(await source.summarize(page.items)))
+
+        page, who = await self._read(request, fetch)
+        return _html(render.groups_page(page, who))  # type: ignore[arg-type]
 
     async def group(self, request: web.Request) -> web.Response:
         group_id = request.match_info["group_id"]

@@ -15,7 +15,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from coterie.console import timeline_svg
-from coterie.console.paging import PAGE_SIZE, page_of
+from coterie.console.paging import PAGE_SIZE, Page, page_of
 from coterie.console.views import BrokersDetail, GroupDetail, GroupRow, TopicDetail, TopicRow
 
 
@@ -50,10 +50,13 @@ def topic_path(name: str) -> str:
     return "/topics/" + quote(name, safe="")
 
 
-def groups_page(groups: list[GroupRow], page: int, principal: str | None = None) -> str:
-    rows = sorted(groups, key=lambda g: g.group_id)
-    return _render("groups.html", title="Groups", page=page_of(rows, page),
-                   principal=principal)
+def groups_page(page: Page[GroupRow], principal: str | None = None) -> str:
+    """One page of the groups, sorted by id (`sort_groups`) before paging."""
+    return _render("groups.html", title="Groups", page=page, principal=principal)
+
+
+def sort_groups(groups: list[GroupRow]) -> list[GroupRow]:
+    return sorted(groups, key=lambda g: g.group_id)
 
 
 def group_page(group: GroupDetail, page: int = 1, lag_page: int = 1,

@@ -76,9 +76,9 @@ _PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#
             "#ff9da7", "#9c755f", "#bab0ac")
 
 
-def _colour(topic: str, partition: int) -> str:
+def _colour(partition: str) -> str:
     # Stable per partition across renders (not Python's salted hash).
-    return _PALETTE[(sum(topic.encode()) + partition) % len(_PALETTE)]
+    return _PALETTE[sum(partition.encode()) % len(_PALETTE)]
 
 
 def _short(member_id: str, limit: int = 30) -> str:
@@ -135,27 +135,34 @@ def picture(timeline: Timeline, members: Sequence[str], now_ms: int) -> Timeline
                            empty=not held and not timeline.rebalances)
 
 
-def _lanes(held: Iterable[Ownership]) -> dict[str, dict[tuple[str, int], int]]:
+def _lanes(held: Iterable[Ownership]) -> dict[str, dict[str, int]]:
     """Per member, one lane per partition it ever held in the picture (its row's height)."""
-    parts: dict[str, set[tuple[str, int]]] = {}
+    parts: dict[str, set[str]] = {}
     for o in held:
-        parts.setdefault(o.member_id, set()).add((o.topic, o.partition))
-    return {m: {tp: i for i, tp in enumerate(sorted(tps))} for m, tps in parts.items()}
+        parts.setdefault(o.member_id, set()).add(o.partition)
+    return {m: {tp: i for i, tp in enumerate(sorted(tps, key=_natural))}
+            for m, tps in parts.items()}
+
+
+def _natural(name: str) -> tuple[str, int, str]:
+    # t-2 before t-10.
+    topic, _, number = name.rpartition("-")
+    return (topic, int(number), "") if number.isdigit() else (name, -1, name)
 
 
 def _bars(held: Iterable[Ownership], row_at: dict[str, Row],
-          lanes: dict[str, dict[tuple[str, int], int]], x_of, end: int) -> list[Bar]:
+          lanes: dict[str, dict[str, int]], x_of, end: int) -> list[Bar]:
     out = []
     for o in held:
         row = row_at[o.member_id]
-        lane = lanes[o.member_id][(o.topic, o.partition)]
+        lane = lanes[o.member_id][o.partition]
         x0, x1 = x_of(o.start_ms), x_of(o.end_ms if o.end_ms is not None else end)
-        label = f"{o.topic}-{o.partition}"
+        label = o.partition
         until = "now" if o.end_ms is None else f"+{o.end_ms - o.start_ms} ms"
         out.append(Bar(x=x0, y=row.y + BAR_GAP + lane * LANE_HEIGHT,
                        width=max(1.0, round(x1 - x0, 1)), height=LANE_HEIGHT - 2,
                        label=label, title=f"{o.member_id} held {label} ({until})",
-                       colour=_colour(o.topic, o.partition)))
+                       colour=_colour(o.partition)))
     return out
 
 

@@ -97,11 +97,11 @@ class Rebalance:
 
 @dataclass(frozen=True, slots=True)
 class Ownership:
-    """A member held a partition from `start_ms` to `end_ms` (None: still holds it)."""
+    """A member held a partition (`topic-N`; a task id in a streams group) from `start_ms` to
+    `end_ms` (None: still holds it)."""
 
     member_id: str
-    topic: str
-    partition: int
+    partition: str
     start_ms: int
     end_ms: int | None
 
@@ -188,7 +188,14 @@ class BrokersDetail:
 class ConsoleSource(Protocol):
     """Where the pages' values come from; one per logged-in principal (or one, unsecured)."""
 
-    async def list_groups(self) -> Sequence[GroupRow]: ...
+    async def list_groups(self) -> Sequence[GroupRow]:
+        """Every group (ListGroups: id, type, state; no members or epoch yet)."""
+        ...
+
+    async def summarize(self, rows: Sequence[GroupRow]) -> Sequence[GroupRow]:
+        """`rows` with their members and epochs filled in (one page of them: each needs a
+        describe of its own)."""
+        ...
 
     async def describe_group(self, group_id: str) -> GroupDetail: ...
 

@@ -55,7 +55,7 @@ def _parse(html: str) -> _Tags:
 def _group(members: int, name: str = "g") -> GroupDetail:
     ms = tuple(MemberView(f"member-{i:05d}", "client", "/10.0.0.1", None, 4,
                           (TopicPartitionRef("t", i),)) for i in range(members))
-    own = tuple(Ownership(f"member-{i:05d}", "t", i, 1_000, None) for i in range(members))
+    own = tuple(Ownership(f"member-{i:05d}", f"t-{i}", 1_000, None) for i in range(members))
     return GroupDetail(name, "consumer", "Stable", 4, "uniform", "1 127.0.0.1:9092", ms,
                        tuple(PartitionLag("t", i, i, 2 * i, f"member-{i:05d}")
                              for i in range(members)),
@@ -67,14 +67,14 @@ def test_a_hostile_group_name_is_text_in_every_place_it_appears() -> None:
     group = GroupDetail(HOSTILE, "classic", "Stable", 1, HOSTILE, None, (member,),
                         (PartitionLag(HOSTILE, 0, 1, 2, HOSTILE),),
                         Timeline((Rebalance(0, 10, HOSTILE, 1),),
-                                 (Ownership(HOSTILE, HOSTILE, 0, 0, None),)))
+                                 (Ownership(HOSTILE, HOSTILE, 0, None),)))
     html = render.group_page(group, now_ms=100)
     parsed = _parse(html)
     assert "script" not in parsed.tags
     assert "<script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&#34;&#39;é" in html
     assert any(HOSTILE in t for t in parsed.text)
-    listing = render.groups_page([GroupRow(HOSTILE, "classic", "Empty", 0, 0)], 1)
+    listing = render.groups_page(page_of([GroupRow(HOSTILE, "classic", "Empty", 0, 0)], 1))
     assert "script" not in _parse(listing).tags
     # The link percent-encodes the name: no quote can end the attribute early.
     assert 'href="/groups/%3Cscript%3Ealert%281%29%3C%2Fscript%3E%22%27%C3%A9"' in listing
@@ -85,7 +85,7 @@ def test_a_hostile_group_name_is_text_in_every_place_it_appears() -> None:
 
 @given(st.text(min_size=1, max_size=40))
 def test_no_name_becomes_markup(name: str) -> None:
-    html = render.groups_page([GroupRow(name, "consumer", "Stable", 1, 1)], 1)
+    html = render.groups_page(page_of([GroupRow(name, "consumer", "Stable", 1, 1)], 1))
     tags = _parse(html).tags
     assert tags.count("a") == 4  # three in the header, one for the group
     assert "script" not in tags
@@ -119,8 +119,8 @@ def test_page_numbers() -> None:
 def test_the_timeline_draws_who_held_what_and_each_rebalance() -> None:
     tl = Timeline(
         (Rebalance(1_000, 1_400, "m3 joined", 5), Rebalance(3_000, None, "m1 left", 6)),
-        (Ownership("m1", "t", 0, 0, 1_200), Ownership("m1", "t", 1, 0, None),
-         Ownership("m3", "t", 0, 1_300, None), Ownership("gone", "t", 2, 0, 1)))
+        (Ownership("m1", "t-0", 0, 1_200), Ownership("m1", "t-1", 0, None),
+         Ownership("m3", "t-0", 1_300, None), Ownership("gone", "t-2", 0, 1)))
     pic = timeline_svg.picture(tl, ["m1", "m3"], now_ms=4_000)
     assert [r.member_id for r in pic.rows] == ["m1", "m3"]
     m1, m3 = pic.rows
