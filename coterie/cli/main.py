@@ -142,3 +142,16 @@ async def _serve(config: BrokerConfig,
 
 
 main.add_command(console_command)
+
+
+# --- issue 28: client commands (ops-produce branch) ---------------------------------------------
+# A `groups` group is registered here only while none exists (the ops-admin branch adds
+# coterie/cli/groups.py with the real one); `timeline` is a standalone command added to it.
+if "groups" not in main.commands:
+    @main.group("groups")
+    def groups() -> None:
+        """Consumer, share and streams groups."""
+
+from coterie.cli.timeline import timeline as _timeline  # noqa: E402
+
+main.commands["groups"].add_command(_timeline)  # type: ignore[attr-defined]  # ops-produce
