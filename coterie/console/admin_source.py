@@ -82,7 +82,7 @@ class AdminSource:
     def __init__(self, bootstrap: str, security: Mapping[str, object] | None = None, *,
                  timeout_s: float = 10.0, timeline: TimelineReader | None = None) -> None:
         self.admin = AdminClient(bootstrap, security=security, timeout_s=timeout_s)
-        self.timeline = timeline or TimelineReader(self.admin)
+        self.timeline = timeline or TimelineReader(bootstrap, security, timeout_s=timeout_s)
 
     async def close(self) -> None:
         await self.admin.close()

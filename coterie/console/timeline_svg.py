@@ -20,7 +20,7 @@ PLOT_WIDTH = 760
 ROW_HEIGHT = 22
 BAR_GAP = 2
 LANE_HEIGHT = 14  # one partition's bar inside a member's row
-TOP = 40  # the rebalance labels' band
+TOP = 48  # the rebalance labels' band (three staggered lines)
 BOTTOM = 24  # the time axis
 MAX_ROWS = 200  # rows drawn at most; the page's members are far fewer (pages.PAGE_SIZE)
 
@@ -70,6 +70,7 @@ class TimelinePicture:
     plot_left: int
     plot_right: int
     empty: bool
+    top: int = TOP
 
 
 _PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
@@ -167,13 +168,15 @@ def _bars(held: Iterable[Ownership], row_at: dict[str, Row],
 
 
 def _bands(rebalances: Iterable[Rebalance], x_of, end: int) -> list[Band]:
+    # Labelled by number ("#3 507 ms"); the cause is in the band's tooltip and in the table
+    # under the picture, whose rows carry the same numbers (causes are too long to fit).
     out = []
-    for r in rebalances:
+    for i, r in enumerate(rebalances, start=1):
         x0 = x_of(r.start_ms)
         x1 = x_of(r.end_ms if r.end_ms is not None else end)
         epoch = "" if r.epoch is None else f" \u2192 epoch {r.epoch}"
         out.append(Band(x=x0, width=max(2.0, round(x1 - x0, 1)),
-                        label=f"{r.cause} ({_duration(r.duration_ms)})",
-                        title=f"rebalance{epoch}: {r.cause}, {_duration(r.duration_ms)}",
+                        label=f"#{i} {_duration(r.duration_ms)}",
+                        title=f"rebalance #{i}{epoch}: {r.cause}, {_duration(r.duration_ms)}",
                         open=r.end_ms is None))
     return out

@@ -134,8 +134,9 @@ def test_the_timeline_draws_who_held_what_and_each_rebalance() -> None:
     assert bars[("m1", "t-0")].width == pytest.approx((right - left) * 0.3, abs=0.2)
     assert bars[("m3", "t-0")].x == pytest.approx(left + (right - left) * 1.3 / 4, abs=0.2)
     assert bars[("m3", "t-0")].y >= m3.y
-    assert [b.label for b in pic.bands] == ["m3 joined (400 ms)", "m1 left (in progress)"]
+    assert [b.label for b in pic.bands] == ["#1 400 ms", "#2 in progress"]
     assert pic.bands[1].open and not pic.bands[0].open
+    assert "m3 joined" in pic.bands[0].title
     html = render.group_page(GroupDetail("g", "consumer", "Reconciling", 6, None, None,
                                          (MemberView("m1"), MemberView("m3")), (), tl),
                              now_ms=4_000)
