@@ -190,6 +190,13 @@ def test_a_hostile_group_name_renders_as_text_and_runs_nothing(
 def test_pages_over_http(broker: CoterieBroker) -> None:
     port = broker.console_port  # type: ignore[attr-defined]
     _commit(broker.bootstrap, "console-plain", {0: 0, 1: 0})
+    awkward = "a/b?c=%d#e f"
+    _commit(broker.bootstrap, awkward, {0: 3})
+    status, body, _ = _get(port, "/")
+    link = f'/groups/{quote(awkward, safe="")}'
+    assert status == 200 and f'href="{link}"' in body
+    status, body, _ = _get(port, link)
+    assert status == 200 and f'<span id="group-id">{awkward}</span>' in body
     status, body, headers = _get(port, "/")
     assert status == 200 and "console-plain" in body
     assert "script-src" not in headers["Content-Security-Policy"]  # no script at all
@@ -203,6 +210,31 @@ def test_pages_over_http(broker: CoterieBroker) -> None:
     status, body, _ = _get(port, "/brokers")
     assert status == 200 and f"<td class=\"num\">{broker.port}</td>" in body
     assert 'id="no-leases"' in body
+
+
+def test_a_kip_848_consumer_group_shows_its_type_epochs_and_assignment(
+        broker: CoterieBroker) -> None:
+    port = broker.console_port  # type: ignore[attr-defined]
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "console-848",
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe([TOPIC])
+        deadline = time.monotonic() + 30
+        while len(c.assignment()) < PARTITIONS:
+            assert time.monotonic() < deadline, "the consumer got no assignment"
+            c.poll(0.2)
+        status, body, _ = _get(port, "/")
+        row = body[body.index('href="/groups/console-848"'):]
+        row = row[:row.index("</tr>")]
+        assert status == 200 and "<td>consumer</td>" in row and "<td>Stable</td>" in row
+        assert '<td class="num">1</td>' in row  # one member
+        status, body, _ = _get(port, "/groups/console-848")
+        assert status == 200 and "type <b>consumer</b>" in body
+        cell = body[body.index('<td class="assignment">'):]
+        assert cell[:cell.index("</td>")].count(f"{TOPIC}-") == PARTITIONS
+    finally:
+        c.close()
 
 
 def test_unknown_names_and_bad_pages_are_clear_errors(broker: CoterieBroker) -> None:
@@ -251,10 +283,11 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CoterieBro
         "authorizer.class.name": STANDARD, "super.users": "User:admin",
         "listeners": f"PLAINTEXT://127.0.0.1:{b.port},"
                      f"SASL_PLAINTEXT://127.0.0.1:{b.sasl_port}",  # type: ignore[attr-defined]
-        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "console.listen": f"127.0.0.1:{b.console_port}",  # type: ignore[attr-defined]
     })
+    b.args = ["--add-scram", "SCRAM-SHA-512=[name=alice,password=alice-scram]"]
     b.start()
     conf = {"bootstrap.servers": f"127.0.0.1:{b.sasl_port}",  # type: ignore[attr-defined]
             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
@@ -315,3 +348,26 @@ def test_a_console_address_in_use_stops_the_broker_with_a_clear_error(tmp_path: 
         finally:
             b.stop()
     assert f"console cannot listen on 127.0.0.1:{port}" in b.log_text()
+
+
+def test_coterie_console_logs_users_in_with_scram(sasl_broker: CoterieBroker,
+                                                  tmp_path: Path) -> None:
+    """`coterie console --command-config` against a SASL listener: each user logs in with
+    SCRAM-SHA-512 (the file's own user is ignored) and sees what the ACLs allow."""
+    port = free_port()
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                      "sasl.username=admin\nsasl.password=admin-secret\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coterie", "console", "--bootstrap-server",
+         f"127.0.0.1:{sasl_broker.sasl_port}", "--command-config", str(config),  # type: ignore[attr-defined]
+         "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "console.log", "wb"))  # noqa: SIM115
+    try:
+        _wait_http(port)
+        assert _get(port, "/topics")[0] == 401
+        assert _get(port, "/topics", auth=("alice", "alice-secret"))[0] == 401  # PLAIN's
+        status, body, _ = _get(port, "/topics", auth=("alice", "alice-scram"))
+        assert status == 200 and 'href="/topics/orders"' in body and "payments" not in body
+    finally:
+        terminate(proc, 10)
