@@ -14,7 +14,8 @@ makes it (ANONYMOUS, or the TLS certificate's principal).
 
 Bad input and failures: names are percent-decoded by the router and rendered escaped; an
 unknown group or topic is a 404 page; a cluster that does not answer within the page timeout
-is a 503 page; anything unexpected is a 500 page with the error logged, never a crash of the
+is a 503 page; another error the cluster answered is a 502 page with its words; anything
+unexpected is a 500 page with the error logged, never a crash of the
 server or of the broker that hosts it.
 """
 
@@ -34,6 +35,7 @@ from coterie.console import render
 from coterie.console.paging import BadPage, Page, page_of, parse_page
 from coterie.console.views import (
     AuthenticationFailed,
+    ConsoleError,
     ConsoleSource,
     Denied,
     GroupRow,
@@ -204,6 +206,8 @@ class ConsoleApp:
                 "Cluster unreachable", f"The console cannot read the cluster: {e}.",
                 "Check that the brokers are up and that the console's bootstrap address is "
                 "right; this page works again as soon as they answer."), status=503)
+        except ConsoleError as e:  # the cluster answered with an error the page cannot show
+            return _html(render.error_page("The cluster refused", str(e)), status=502)
         except web.HTTPException as e:
             if e.status == 404:
                 return _html(render.error_page("Not found", f"No page at {request.path}."),

@@ -15,8 +15,10 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from coterie.console import timeline_svg
-from coterie.console.paging import PAGE_SIZE, Page, page_of
+from coterie.console.paging import Page, page_of
 from coterie.console.views import BrokersDetail, GroupDetail, GroupRow, TopicDetail, TopicRow
+
+FORMER_ROWS = 20  # departed members drawn on a group's first page, at most
 
 
 def _clock(ms: int | None) -> str:
@@ -65,19 +67,27 @@ def group_page(group: GroupDetail, page: int = 1, lag_page: int = 1,
     members = page_of(sorted(group.members, key=lambda m: m.member_id), page)
     lag = page_of(sorted(group.lag, key=lambda p: (p.topic, p.partition)), lag_page)
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    svg = timeline_svg.picture(group.timeline, [m.member_id for m in members.items]
-                               or _timeline_members(group), now)
+    rows = [m.member_id for m in members.items]
+    if members.number == 1:  # the first page also draws who held partitions and is gone
+        rows += _former_members(group)
+    svg = timeline_svg.picture(group.timeline, rows, now,
+                               former=frozenset(rows) - {m.member_id for m in group.members})
     return _render("group.html", title=f"Group {group.group_id}", group=group,
                    members=members, lag=lag, svg=svg, path=group_path(group.group_id),
                    principal=principal)
 
 
-def _timeline_members(group: GroupDetail) -> list[str]:
-    # An empty group still shows who held its partitions last (one page of them).
-    seen: dict[str, None] = {}
+def _former_members(group: GroupDetail) -> list[str]:
+    """Members the timeline saw holding partitions that are not in the group now (a crashed
+    or departed member: the picture's point), newest departures first, one page at most."""
+    current = {m.member_id for m in group.members}
+    last_seen: dict[str, int] = {}
     for o in group.timeline.ownership:
-        seen.setdefault(o.member_id, None)
-    return sorted(seen)[:PAGE_SIZE]
+        if o.member_id not in current:
+            end = o.end_ms if o.end_ms is not None else o.start_ms
+            last_seen[o.member_id] = max(end, last_seen.get(o.member_id, end))
+    ordered = sorted(last_seen, key=lambda m: (-last_seen[m], m))[:FORMER_ROWS]
+    return sorted(ordered)
 
 
 def topics_page(topics: list[TopicRow], page: int, principal: str | None = None) -> str:

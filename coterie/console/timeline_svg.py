@@ -51,6 +51,7 @@ class Row:
     member_id: str
     short: str
     height: float
+    former: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +103,10 @@ def _clock(ms: int, span_ms: int) -> str:
     return text + " UTC"
 
 
-def picture(timeline: Timeline, members: Sequence[str], now_ms: int) -> TimelinePicture:
-    """Lay out `timeline` for the members `members` (in that order) up to `now_ms`."""
+def picture(timeline: Timeline, members: Sequence[str], now_ms: int,
+            former: frozenset[str] = frozenset()) -> TimelinePicture:
+    """Lay out `timeline` for the members `members` (in that order) up to `now_ms`; those in
+    `former` are no longer in the group (their rows say so)."""
     rows_ids = list(members)[:MAX_ROWS]
     shown = set(rows_ids)
     held = [o for o in timeline.ownership if o.member_id in shown]
@@ -123,7 +126,8 @@ def picture(timeline: Timeline, members: Sequence[str], now_ms: int) -> Timeline
     rows, y = [], float(TOP)
     for m in rows_ids:
         h = max(ROW_HEIGHT, 2 * BAR_GAP + LANE_HEIGHT * len(lanes.get(m, ())))
-        rows.append(Row(y, m, _short(m), h))
+        rows.append(Row(y, m, _short(m) if m not in former else "(gone) " + _short(m, 23), h,
+                        m in former))
         y += h
     row_at = {r.member_id: r for r in rows}
     bars = tuple(_bars(held, row_at, lanes, x_of, end))

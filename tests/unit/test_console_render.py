@@ -140,7 +140,21 @@ def test_the_timeline_draws_who_held_what_and_each_rebalance() -> None:
     html = render.group_page(GroupDetail("g", "consumer", "Reconciling", 6, None, None,
                                          (MemberView("m1"), MemberView("m3")), (), tl),
                              now_ms=4_000)
-    assert html.count('class="held"') == 3 and html.count('class="rebalance"') == 2
+    # The page draws "gone" too: it held t-2 and is no longer a member.
+    assert html.count('class="held"') == 4 and html.count('class="rebalance"') == 2
+    assert "(gone) gone" in html
+
+
+def test_the_first_page_also_draws_members_that_are_gone() -> None:
+    tl = Timeline((Rebalance(1_000, 1_400, "crashed left", 2),),
+                  (Ownership("crashed", "t-0", 0, 1_000), Ownership("m1", "t-0", 1_400, None)))
+    group = GroupDetail("g", "consumer", "Stable", 2, None, None, (MemberView("m1"),), (), tl)
+    html = render.group_page(group, now_ms=2_000)
+    assert html.count('class="member-row"') == 1
+    assert html.count('class="member-row former"') == 1 and "(gone) crashed" in html
+    assert html.count('class="held"') == 2
+    pic = timeline_svg.picture(tl, ["m1"], now_ms=2_000)
+    assert [r.member_id for r in pic.rows] == ["m1"]
 
 
 def test_brokers_page_says_when_leases_are_not_shown() -> None:
