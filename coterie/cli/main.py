@@ -124,3 +124,16 @@ async def _serve(config: BrokerConfig,
     with contextlib.suppress(asyncio.CancelledError):
         await serve_task
     await broker.stop()
+
+
+def _register_operator_commands() -> None:
+    """The operator commands (`coterie groups ...`, `coterie topics ...`), imported here so
+    that `coterie serve` does not load them."""
+    from coterie.cli.groups import groups
+    from coterie.cli.topics import topics
+
+    main.add_command(groups)
+    main.add_command(topics)
+
+
+_register_operator_commands()
