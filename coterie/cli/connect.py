@@ -48,7 +48,7 @@ def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
                   show_default=True, metavar="HOST:PORT",
                   help="The cluster to connect to (comma-separated for several).")
     @click.option("--command-config", "command_config", default=None,
-                  type=click.Path(dir_okay=False, path_type=Path),
+                  type=click.Path(exists=True, dir_okay=False, path_type=Path),
                   help="A Kafka client properties file (security.protocol, ssl.*, sasl.*).")
     @click.option("--timeout", "timeout_s", default=30.0, show_default=True,
                   type=click.FloatRange(min=0.1), metavar="SECONDS",
