@@ -172,9 +172,11 @@ async def group_offsets(admin: AdminClient, group_id: str) -> GroupOffsets:
     owner (what `kafka-consumer-groups --describe` shows), sorted by topic and partition."""
     group = await describe_group(admin, group_id)
     owners = {tp: m for m in group.members for tp in m.assignment}
+    share_lags: dict[TopicPartition, int | None] = {}
     if group.type == "share":
         shares = await share_offsets(admin, group_id)
         committed = {tp: start for tp, (start, _) in shares.items()}
+        share_lags = {tp: lag for tp, (_, lag) in shares.items()}
     else:
         committed = await committed_offsets(admin, group_id)
     partitions = sorted(set(owners) | set(committed))
@@ -184,6 +186,8 @@ async def group_offsets(admin: AdminClient, group_id: str) -> GroupOffsets:
         owner = owners.get(tp)
         done, end = committed.get(tp), ends.get(tp)
         lag = max(0, end - done) if done is not None and end is not None else None
+        if share_lags.get(tp) is not None:
+            lag = share_lags[tp]  # the coordinator's: records acknowledged past the start
         rows.append(PartitionLag(tp.topic, tp.partition, done, end, lag,
                                  owner.member_id if owner else None,
                                  owner.client_id if owner else None,

@@ -14,24 +14,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
-from coterie.broker.config import BrokerConfig, parse_properties
+from coterie.broker.config import BrokerConfig
 from coterie.broker.listeners import Listener
-from coterie.client.errors import SecuritySettingError
+from coterie.cli.connect import Connection, fail
+from coterie.client.cluster import parse_bootstrap
 from coterie.client.security import SASL_MECHANISMS, security_settings
 from coterie.console.admin_source import needs_login, source_factory
 from coterie.console.app import ConsoleApp
 from coterie.console.server import ConsoleError, ConsoleServer, ConsoleThread, parse_listen
-
-
-def _fail(message: str) -> None:
-    click.echo(f"coterie: error: {message}", err=True)
-    sys.exit(1)
 
 
 def _app(bootstrap: str, props: Mapping[str, str], page_timeout_s: float) -> ConsoleApp:
@@ -69,17 +64,13 @@ def client_properties(props: Mapping[str, str]) -> dict[str, str]:
 def console(bootstrap: str, command_config: Path | None, listen: str,
             timeout_s: float) -> None:
     """Serve the web console of a Kafka-compatible cluster (coterie or Kafka)."""
-    props: dict[str, str] = {}
-    if command_config is not None:
-        try:
-            props = parse_properties(command_config.read_text())
-        except OSError as e:
-            _fail(f"cannot read {command_config}: {e.strerror or e}")
+    props = Connection(bootstrap, command_config, timeout_s).properties()
     try:
+        parse_bootstrap(bootstrap)
         props = client_properties(props)
         host, port = parse_listen(listen)
-    except (SecuritySettingError, ConsoleError) as e:
-        _fail(str(e))
+    except (ValueError, ConsoleError) as e:  # SecuritySettingError is a ValueError
+        fail(str(e))
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_run(_app(bootstrap, props, timeout_s), host, port))
 
@@ -89,7 +80,7 @@ async def _run(app: ConsoleApp, host: str, port: int) -> None:
     try:
         await server.start()
     except ConsoleError as e:
-        _fail(str(e))
+        fail(str(e))
     click.echo(f"coterie: console at {server.url}", err=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

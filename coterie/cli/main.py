@@ -144,6 +144,19 @@ async def _serve(config: BrokerConfig,
 main.add_command(console_command)
 
 
+def _register_operator_commands() -> None:
+    """The operator commands (`coterie groups ...`, `coterie topics ...`), imported here so
+    that `coterie serve` does not load them."""
+    from coterie.cli.groups import groups
+    from coterie.cli.topics import topics
+
+    main.add_command(groups)
+    main.add_command(topics)
+
+
+_register_operator_commands()
+
+
 # --- issue 28: client commands (ops-produce branch) ---------------------------------------------
 # A `groups` group is registered here only while none exists (the ops-admin branch adds
 # coterie/cli/groups.py with the real one); `timeline` is a standalone command added to it.
