@@ -5,7 +5,8 @@ Text input: each line is a value (an empty line an empty value); with `--key-sep
 each line is KEY SEP VALUE, split at the first SEP (a line without it is an error, as Kafka's
 `parse.key=true`). JSON input (`--format json`): each non-blank line is an object with
 "value", and optionally "key", "headers" (an object {name: value} or a list of
-{"key": name, "value": value}) and "partition"; null key or value are sent as null.
+{"key": name, "value": value}) and "partition"; null key or value are sent as null; "topic",
+"offset" and "timestamp" (what `coterie consume --format json` prints) are ignored.
 `--header K=V` (repeatable) adds headers to every record; `--partition N` sends everything
 to one partition (a record's own "partition" wins); otherwise keyed records go where Kafka's
 default partitioner puts them (murmur2) and the rest stick to one partition per batch.
@@ -61,7 +62,10 @@ def parse_json_line(line: str, number: int) -> Parsed:
         raise BadLine(number, f"not JSON ({e})") from None
     if not isinstance(doc, dict):
         raise BadLine(number, "a JSON object is expected")
-    unknown = set(doc) - {"key", "value", "headers", "partition"}
+    # topic, offset and timestamp are what `coterie consume --format json` adds: ignored,
+    # so its output can be produced again as it is.
+    unknown = set(doc) - {"key", "value", "headers", "partition", "topic", "offset",
+                          "timestamp"}
     if unknown:
         raise BadLine(number, f"unknown field(s) {', '.join(sorted(unknown))}")
     headers: list[tuple[str, bytes | None]] = []
