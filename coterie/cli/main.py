@@ -165,6 +165,10 @@ if "groups" not in main.commands:
     def groups() -> None:
         """Consumer, share and streams groups."""
 
+from coterie.cli.consume import consume as _consume  # noqa: E402
+from coterie.cli.produce import produce as _produce  # noqa: E402
 from coterie.cli.timeline import timeline as _timeline  # noqa: E402
 
 main.commands["groups"].add_command(_timeline)  # type: ignore[attr-defined]  # ops-produce
+main.add_command(_produce)  # ops-produce
+main.add_command(_consume)  # ops-produce
