@@ -29,7 +29,7 @@ from coterie.console.app import ConsoleApp
 from coterie.console.server import ConsoleError, ConsoleServer, ConsoleThread, parse_listen
 
 
-def _app(bootstrap: str, props: Mapping[str, str], page_timeout_s: float) -> ConsoleApp:
+def console_app(bootstrap: str, props: Mapping[str, str], page_timeout_s: float) -> ConsoleApp:
     login = needs_login(props)
     return ConsoleApp(source_factory(bootstrap, props, timeout_s=page_timeout_s),
                       needs_login=login, page_timeout_s=page_timeout_s + 2)
@@ -72,7 +72,7 @@ def console(bootstrap: str, command_config: Path | None, listen: str,
     except (ValueError, ConsoleError) as e:  # SecuritySettingError is a ValueError
         fail(str(e))
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(_app(bootstrap, props, timeout_s), host, port))
+        asyncio.run(_run(console_app(bootstrap, props, timeout_s), host, port))
 
 
 async def _run(app: ConsoleApp, host: str, port: int) -> None:
@@ -133,6 +133,6 @@ def start_broker_console(config: BrokerConfig, specs: list[Listener], port_of
         return None
     host, port = parse_listen(listen)
     bootstrap, props = broker_target(config, specs, port_of)
-    thread = ConsoleThread(lambda: _app(bootstrap, props, 10.0), host, port)
+    thread = ConsoleThread(lambda: console_app(bootstrap, props, 10.0), host, port)
     thread.start()
     return thread
