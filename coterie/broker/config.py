@@ -66,6 +66,9 @@ DEFAULTS: dict[str, str] = {
     # with its own group commits; a partition always writes through the same one, so its
     # appends keep their order (docs/cluster.md, "Writing").
     "cluster.write.connections": "1",
+    # coterie's own: where the broker serves its web console (coterie.console), HOST:PORT;
+    # empty: no console. It runs in a thread of its own and reads the broker as a client.
+    "console.listen": "",
     # How long a TLS client may take over its handshake before its connection is closed
     # (coterie's own: Kafka's broker has no such bound).
     "tls.handshake.timeout.ms": "10000",
@@ -192,6 +195,11 @@ class BrokerConfig:
             raise ConfigError("cluster.write.connections must be from 1 to 64")
         if self.node_id < 0:
             raise ConfigError(f"node.id must be 0 or more, got {self.node_id}")
+        console = self.console_listen
+        if console is not None:
+            _host, sep, port = console.rpartition(":")
+            if not sep or not port.isdigit() or int(port) > 65535:
+                raise ConfigError(f"console.listen={console!r} must be HOST:PORT")
         if self.socket_request_max_bytes <= 0:
             raise ConfigError("socket.request.max.bytes must be positive")
         if self.max_partitions_per_request <= 0:
@@ -257,6 +265,11 @@ class BrokerConfig:
             return ConsumerGroupConfig(**kwargs)  # type: ignore[arg-type]
         except ValueError as e:
             raise ConfigError(str(e)) from None
+
+    @property
+    def console_listen(self) -> str | None:
+        """Where the web console listens (HOST:PORT), or None for no console."""
+        return self.props.get("console.listen", "").strip() or None
 
     @property
     def node_id(self) -> int:

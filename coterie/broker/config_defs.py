@@ -459,6 +459,8 @@ COTERIE_CONFIGS: dict[str, int] = {
     "advertised.port": INT,
     "cluster.lease.ms": INT,
     "cluster.write.connections": INT,
+    # The web console the broker serves (coterie.console), HOST:PORT; empty: none.
+    "console.listen": STRING,
     "group.classic.max.member.metadata.bytes": INT,
     "group.consumer.client.assignment.timeout.ms": INT,
     "group.events.enable": BOOLEAN,

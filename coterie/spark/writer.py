@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from coterie.common.partitioning import default_partition
 from coterie.spark.brokers import Brokers
 from coterie.spark.options import CoterieOptionError, WriteOptions
 
@@ -52,37 +53,6 @@ log = logging.getLogger("coterie.spark")
 
 TP = tuple[str, int]
 RECORD_OVERHEAD = 24  # rough bytes per record beyond key, value and headers
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash of a key (32-bit, as an unsigned int)."""
-    m, mask = 0x5BD1E995, 0xFFFFFFFF
-    length = len(data)
-    h = (0x9747B28C ^ length) & mask
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (k * m) & mask
-        k ^= k >> 24
-        k = (k * m) & mask
-        h = ((h * m) & mask) ^ k
-    tail = length % 4
-    if tail == 3:
-        h ^= data[whole + 2] << 16
-    if tail >= 2:
-        h ^= data[whole + 1] << 8
-    if tail >= 1:
-        h ^= data[whole]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return h
-
-
-def default_partition(key: bytes, partitions: int) -> int:
-    """Kafka's default partitioner for a keyed record."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def check_write_schema(schema: StructType, opts: WriteOptions) -> None:
