@@ -1,6 +1,7 @@
 """`coterie groups ...` against a real coterie broker over TCP, run in-process with click's
 CliRunner: groups made by confluent-kafka consumers (the classic protocol and KIP-848's
-consumer protocol, and a share group), described as `kafka-consumer-groups` would, reset only
+consumer protocol, a share group, and a streams group joined raw), described as
+`kafka-consumer-groups` would, reset only
 with --execute, and bad input ending in exit code 1 and one line on stderr."""
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kio.schema.streams_group_heartbeat.v0.request import StreamsGroupHeartbeatRequest
 
 from coterie.cli.groups import DESCRIBE_COLUMNS, MEMBERS_COLUMNS, STATE_COLUMNS
 from coterie.cli.main import main
+from coterie.wire.build import build
+from tests.integration.test_acl_enforcement_groups import _streams_join
+from tests.kafka_raw import RawConnection
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -237,3 +242,37 @@ def test_bad_input_exits_1_with_a_message(coterie):
     assert both.exit_code == 2
     partitions = cli(coterie, "groups", "reset-offsets", "g", "--topic", "t:x", "--to-latest")
     assert partitions.exit_code == 2 and "partitions must be numbers" in partitions.stderr
+
+
+def test_streams_group_is_described(coterie_factory):
+    """A streams group (KIP-1071) of one member heartbeating raw StreamsGroupHeartbeats until
+    it holds its tasks: described with its type, member, and as its assignment the source
+    partitions of its active tasks."""
+    broker = coterie_factory(config={"group.streams.initial.rebalance.delay.ms": "0"})
+    suffix = uuid.uuid4().hex[:6]
+    topic, group = f"lines-{suffix}", f"wordcount-{suffix}"
+    make_topic(broker.bootstrap, topic, partitions=2, per_partition=1)
+    with RawConnection(broker.host, broker.port) as conn:
+        joined = _streams_join(conn, group, topic)
+        assert joined.error_code == 0, joined
+        epoch, tasks = joined.member_epoch, joined.active_tasks
+        deadline = time.monotonic() + 20
+        while not tasks and time.monotonic() < deadline:
+            beat = conn.request(build(StreamsGroupHeartbeatRequest, {
+                "group_id": group, "member_id": joined.member_id, "member_epoch": epoch,
+                "rebalance_timeout": -1, "topology": None, "active_tasks": None,
+                "standby_tasks": None, "warmup_tasks": None, "process_id": None,
+                "client_tags": None, "task_offsets": None, "task_end_offsets": None}))
+            assert beat.error_code == 0, beat
+            epoch, tasks = beat.member_epoch, beat.active_tasks
+            time.sleep(0.1)
+        assert tasks, "no tasks within 20 s"
+        doc = cli_json(broker, "groups", "describe", group)
+    assert (doc["group"], doc["type"]) == (group, "streams")
+    (member,) = doc["members"]
+    assert member["member_id"] == joined.member_id and member["client_id"] == "raw-test"
+    # Subtopology 0 reads the topic: its two tasks are this member's, the only one.
+    assert [(a["topic"], a["partition"]) for a in member["assignment"]] == [
+        (topic, 0), (topic, 1)]
+    listed = {g["group"]: g["type"] for g in cli_json(broker, "groups", "list")}
+    assert listed[group] == "streams"
