@@ -1,8 +1,8 @@
 """`coterie groups ...` against a real coterie broker over TCP, run in-process with click's
 CliRunner: groups made by confluent-kafka consumers (the classic protocol and KIP-848's
-consumer protocol, a share group, and a streams group joined raw), described as
-`kafka-consumer-groups` would, reset only
-with --execute, and bad input ending in exit code 1 and one line on stderr."""
+consumer protocol, a share group) and a streams group joined raw, described as
+`kafka-consumer-groups` would, reset only with --execute, and bad input ending in exit code 1
+and one line on stderr."""
 
 from __future__ import annotations
 
