@@ -109,14 +109,6 @@ class AdminClient:
         """One request to any broker."""
         return await self.cluster.request(api_key, fields, deadline=self.deadline())
 
-    async def version(self, api_key: int) -> int | None:
-        """The version of `api_key` any broker would be sent, or None if there is none."""
-        conn = await self.cluster.connection(deadline=self.deadline())
-        try:
-            return conn.version(api_key)
-        except Exception:
-            return None
-
     async def brokers(self) -> list[Node]:
         """Every broker of the cluster (from Metadata), by node id."""
         meta = await self.cluster.metadata([], deadline=self.deadline())

@@ -36,7 +36,7 @@ MEMBERS_VERBOSE_COLUMNS = ("GROUP-INSTANCE-ID", "EPOCH", "ASSIGNMENT")
 RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
 
 
-@click.group()
+@click.group(short_help="List, describe, reset and delete groups of every type.")
 def groups() -> None:
     """Groups of every type (classic, consumer, share, streams): list, describe, reset, delete.
 

@@ -28,7 +28,7 @@ from coterie.cli.render import emit_json, line, table
 PARTITION_COLUMNS = ("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "SIZE")
 
 
-@click.group()
+@click.group(short_help="List, describe, create, delete and alter topics.")
 def topics() -> None:
     """Topics: list, describe, create, delete, alter.
 
