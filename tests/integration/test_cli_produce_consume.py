@@ -188,3 +188,74 @@ def test_unreachable_cluster_is_exit_code_1(coterie_factory) -> None:
                   stdin="x\n")
         assert run.returncode == 1, (args, run.stderr)
         assert "no broker reachable" in run.stderr and "Traceback" not in run.stderr
+
+
+def _with_tty_stderr(args: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+    """Run the command with stderr on a pseudo-terminal (as an operator's shell), stdout on a
+    pipe; returns (exit code, stdout, what the terminal got)."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "coterie", *args],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=slave,
+                                text=True, env={**os.environ, "TERM": "xterm",
+                                                "COLUMNS": "100"})
+        os.close(slave)
+        out, _ = proc.communicate(stdin, timeout=60)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    return proc.returncode, out, b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_on_a_terminal_only(coterie) -> None:
+    bs = coterie.bootstrap
+    create(bs, "pp", 1)
+    code, _, terminal = _with_tty_stderr(
+        ["produce", "pp", "--bootstrap-server", bs],
+        stdin="".join(f"{i}\n" for i in range(3000)))
+    assert code == 0 and "produced" in terminal
+    code, out, terminal = _with_tty_stderr(
+        ["consume", "pp", "--bootstrap-server", bs, "--from-beginning", "--max-messages",
+         "3000"])
+    assert code == 0 and len(out.splitlines()) == 3000
+    assert "consumed from pp" in terminal
+    piped = cli("consume", "pp", "--bootstrap-server", bs, "--from-beginning",
+                "--max-messages", "3000")
+    assert piped.returncode == 0 and piped.stderr == ""
+
+
+@pytest.mark.reference
+def test_against_apache_kafka(reference_kafka) -> None:
+    """The same commands against the reference Kafka broker: produce and consume work (keys
+    where Kafka's partitioner puts them, a group that commits); the timeline says Kafka has
+    no group events."""
+    bs = reference_kafka.bootstrap
+    create(bs, "cli-ref", 3)
+    run = cli("produce", "cli-ref", "--bootstrap-server", bs, "--key-separator", "=",
+              "--header", "h=1", stdin="".join(f"k{i}=v{i}\n" for i in range(12)))
+    assert run.returncode == 0, run.stderr
+    got = read_all(bs, "cli-ref", 3, 12)
+    assert len(got) == 12
+    assert all(m.partition() == default_partition(m.key(), 3) for m in got)
+    consumed = cli("consume", "cli-ref", "--bootstrap-server", bs, "--group", "cli-ref-g",
+                   "--from-beginning", "--max-messages", "12", "--print-key")
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.splitlines()) == sorted(f"k{i}\tv{i}" for i in range(12))
+    checker = Consumer({"bootstrap.servers": bs, "group.id": "cli-ref-g"})
+    committed = checker.committed([TopicPartition("cli-ref", p) for p in range(3)], timeout=10)
+    checker.close()
+    assert sum(max(tp.offset, 0) for tp in committed) == 12
+    timeline = cli("groups", "timeline", "cli-ref-g", "--bootstrap-server", bs)
+    assert timeline.returncode == 1
+    assert "no __group_events topic" in timeline.stderr and "Apache Kafka" in timeline.stderr
