@@ -161,3 +161,30 @@ def test_consumer_group_epochs_in_the_timeline(coterie_factory) -> None:
     assert {m["member"]: m["gained"] for m in leave["moved"]}[joined[0]] == b_partitions
     table = coterie_cli("groups", "timeline", "tl848", "--bootstrap-server", bootstrap)
     assert table.returncode == 0 and "EPOCH" in table.stdout
+
+
+def test_since_skips_older_events(coterie) -> None:
+    import asyncio
+
+    bootstrap = coterie.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic("tl-since", 1, 1)]).values():
+        f.result(10)
+    a = member(bootstrap, "tl-since", "tl-since")
+    poll_until([a], lambda: len(a.assignment()) == 1)
+    everything = asyncio.run(read_group_events(bootstrap, "tl-since"))
+    assert everything
+    later = max(e["ts"] for e in everything) + 1
+    a.close()
+    def left(events: list) -> bool:
+        return any(e["type"] == "member_left" for e in events)
+
+    deadline = time.monotonic() + 20
+    recent: list = []
+    while not left(recent) and time.monotonic() < deadline:
+        recent = asyncio.run(read_group_events(bootstrap, "tl-since", since_ms=later))
+    assert left(recent) and all(e["ts"] >= later for e in recent)
+    assert not any(e["type"] == "member_joined" for e in recent)
+    future = coterie_cli("groups", "timeline", "tl-since", "--bootstrap-server", bootstrap,
+                         "--since", "2999-01-01T00:00:00Z", "--output", "json")
+    assert future.returncode == 0 and json.loads(future.stdout)["events"] == 0
