@@ -259,3 +259,45 @@ def test_against_apache_kafka(reference_kafka) -> None:
     timeline = cli("groups", "timeline", "cli-ref-g", "--bootstrap-server", bs)
     assert timeline.returncode == 1
     assert "no __group_events topic" in timeline.stderr and "Apache Kafka" in timeline.stderr
+
+
+def test_command_config_authenticates_with_sasl(tmp_path) -> None:
+    """--command-config with Kafka's client properties: SASL/PLAIN on a SASL_PLAINTEXT
+    listener; a wrong password is exit code 1 naming the failure."""
+    from tests.fixtures.coterie_broker import CoterieBroker, free_port
+
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="admin" password="admin-secret" user_admin="admin-secret" '
+            'user_alice="alice-secret";')
+    broker = CoterieBroker(tmp_path / "data")
+    sasl_port = free_port()
+    broker.config.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},"
+                     f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "sasl.jaas.config": jaas})
+    broker.start()
+    try:
+        create(broker.bootstrap, "sasl-t", 1)
+        good = tmp_path / "client.properties"
+        good.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                        "sasl.username=alice\nsasl.password=alice-secret\n")
+        bad = tmp_path / "bad.properties"
+        bad.write_text(good.read_text().replace("alice-secret", "wrong"))
+        sasl = f"127.0.0.1:{sasl_port}"
+        run = cli("produce", "sasl-t", "--bootstrap-server", sasl, "--command-config",
+                  str(good), stdin="over sasl\n")
+        assert run.returncode == 0, run.stderr
+        out = cli("consume", "sasl-t", "--bootstrap-server", sasl, "--command-config",
+                  str(good), "--from-beginning", "--max-messages", "1")
+        assert out.returncode == 0 and out.stdout == "over sasl\n", out.stderr
+        refused = cli("produce", "sasl-t", "--bootstrap-server", sasl, "--command-config",
+                      str(bad), "--request-timeout-ms", "3000", stdin="x\n")
+        assert refused.returncode == 1 and "authentication" in refused.stderr.lower()
+        assert "Traceback" not in refused.stderr
+        missing = cli("consume", "sasl-t", "--bootstrap-server", sasl, "--command-config",
+                      str(tmp_path / "nope.properties"))
+        assert missing.returncode == 1 and "cannot read --command-config" in missing.stderr
+    finally:
+        broker.stop()
