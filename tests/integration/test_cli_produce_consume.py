@@ -161,6 +161,9 @@ def test_acks_zero_and_a_file(coterie, tmp_path) -> None:
      "--offset must be"),
     (("consume", "bad", "--partition", "0", "--offset", "99", "--timeout-ms", "500"), None,
      "OFFSET_OUT_OF_RANGE"),
+    (("consume", "bad", "--partition", "3", "--timeout-ms", "500"), None,
+     "there is no partition 3"),
+    (("consume", "bad", "--offset", "3"), None, "--offset needs --partition"),
 ])
 def test_bad_input_is_exit_code_1_with_a_message(coterie, args, stdin, message) -> None:
     if "bad" in args:
