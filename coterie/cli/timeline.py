@@ -92,7 +92,7 @@ def render_table(timeline: Timeline, console: Console) -> None:
 @click.command("timeline")
 @click.argument("group")
 @client_options
-@click.option("--output", type=click.Choice(["table", "json"]), default="table",
+@click.option("--output", "-o", "output", type=click.Choice(["table", "json"]), default="table",
               show_default=True)
 @click.option("--all-partitions", is_flag=True,
               help="Read every partition of __group_events (needed only after its "
