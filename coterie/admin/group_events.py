@@ -56,10 +56,13 @@ def events_of(records: Iterable[ConsumerRecord], group: str) -> list[dict[str, A
 async def read_group_events(bootstrap: str | Sequence[str], group: str, *,
                             security: SecuritySettings | Mapping[str, object] | None = None,
                             request_timeout_ms: int = 30_000, all_partitions: bool = False,
-                            limit: int | None = None) -> list[dict[str, Any]]:
+                            limit: int | None = None,
+                            since_ms: int | None = None) -> list[dict[str, Any]]:
     """Every event of `group` in `__group_events` up to its end offset now, oldest first
-    (`limit`: only the newest that many). Raises NoGroupEventsError when the cluster has no
-    such topic, ClientError subclasses when it cannot be reached or refuses."""
+    (`limit`: only the newest that many; `since_ms`: only from the first record stamped at
+    or after that time, found with ListOffsets, so a long history is not read in full).
+    Raises NoGroupEventsError when the cluster has no such topic, ClientError subclasses
+    when it cannot be reached or refuses."""
     async with PartitionReader(bootstrap, security=security, client_id="coterie-admin",
                                request_timeout_ms=request_timeout_ms) as reader:
         try:
@@ -75,6 +78,11 @@ async def read_group_events(bootstrap: str | Sequence[str], group: str, *,
         tps = [(EVENTS_TOPIC, p) for p in chosen]
         starts = await reader.offsets(tps, EARLIEST)
         ends = await reader.offsets(tps, LATEST)
+        if since_ms is not None:
+            found = await reader.offsets(tps, max(0, since_ms))
+            # -1: nothing at or after that time.
+            starts = {tp: ends[tp] if found[tp] < 0 else max(found[tp], starts[tp])
+                      for tp in tps}
         kept: deque[dict[str, Any]] = deque(maxlen=limit)
         positions = {tp: starts[tp] for tp in tps if starts[tp] < ends[tp]}
         batches: list[list[dict[str, Any]]] = []
@@ -101,10 +109,10 @@ async def read_group_events(bootstrap: str | Sequence[str], group: str, *,
 
 async def read_timeline(bootstrap: str | Sequence[str], group: str, *,
                         security: SecuritySettings | Mapping[str, object] | None = None,
-                        request_timeout_ms: int = 30_000,
-                        all_partitions: bool = False) -> Timeline:
+                        request_timeout_ms: int = 30_000, all_partitions: bool = False,
+                        since_ms: int | None = None) -> Timeline:
     """`read_group_events` then `build_timeline`."""
     events = await read_group_events(bootstrap, group, security=security,
                                      request_timeout_ms=request_timeout_ms,
-                                     all_partitions=all_partitions)
+                                     all_partitions=all_partitions, since_ms=since_ms)
     return build_timeline(group, events)

@@ -129,8 +129,8 @@ async def consume_partitions(bootstrap: str, topic: str, partition: int | None,
                                request_timeout_ms=request_timeout_ms) as reader:
         partitions = await reader.partitions(topic)
         if partition is not None and partition not in partitions:
-            fail(f"topic {topic!r} has {len(partitions)} partition(s); there is no "
-                 f"partition {partition}")
+            raise ClientError(f"topic {topic!r} has {len(partitions)} partition(s); there is "
+                              f"no partition {partition}")
         tps = [(topic, p) for p in ([partition] if partition is not None else partitions)]
         start = offset if offset is not None else (EARLIEST if from_beginning else LATEST)
         if start in (EARLIEST, LATEST):

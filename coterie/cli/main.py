@@ -158,17 +158,19 @@ _register_operator_commands()
 
 
 # --- issue 28: client commands (ops-produce branch) ---------------------------------------------
-# A `groups` group is registered here only while none exists (the ops-admin branch adds
-# coterie/cli/groups.py with the real one); `timeline` is a standalone command added to it.
-if "groups" not in main.commands:
-    @main.group("groups")
-    def groups() -> None:
-        """Consumer, share and streams groups."""
+def _register_client_commands() -> None:
+    """`coterie produce`, `coterie consume` and `coterie groups timeline`, imported here so
+    that `coterie serve` does not load them. A `groups` group is made only while none exists
+    (the ops-admin branch brings coterie/cli/groups.py); `timeline` is added to it."""
+    from coterie.cli.consume import consume
+    from coterie.cli.produce import produce
+    from coterie.cli.timeline import timeline
 
-from coterie.cli.consume import consume as _consume  # noqa: E402
-from coterie.cli.produce import produce as _produce  # noqa: E402
-from coterie.cli.timeline import timeline as _timeline  # noqa: E402
+    if "groups" not in main.commands:
+        main.add_command(click.Group("groups", help="Consumer, share and streams groups."))
+    main.commands["groups"].add_command(timeline)  # type: ignore[attr-defined]
+    main.add_command(produce)
+    main.add_command(consume)
 
-main.commands["groups"].add_command(_timeline)  # type: ignore[attr-defined]  # ops-produce
-main.add_command(_produce)  # ops-produce
-main.add_command(_consume)  # ops-produce
+
+_register_client_commands()

@@ -13,8 +13,9 @@ default partitioner puts them (murmur2) and the rest stick to one partition per 
 
 Exit code 0 when every record was acknowledged (`--acks all` by default), 1 with a message
 on an unknown topic, an unreachable cluster, a refused batch or a bad line (naming its
-number; the lines before it are sent). A progress bar counts the records on stderr when it
-is a terminal.
+number; the lines before it are sent). From a pipe or a file, records are sent in batches;
+typed at a terminal, each line is sent as soon as it is entered. A progress bar counts the
+records on stderr when it is a terminal.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ async def produce_lines(producer: Producer, topic: str, stream: IO[str], *, fmt:
     before it and raises BadLine."""
     await producer.partition_count(topic)  # an unknown topic fails before reading stdin
     task = progress.add_task("produced", total=None) if progress is not None else None
+    # Someone typing: each line goes out at once, as kafka-console-producer sends it.
+    interactive = stream.isatty()
     count = 0
     for number, line in _lines(stream):
         try:
@@ -132,6 +135,8 @@ async def produce_lines(producer: Producer, topic: str, stream: IO[str], *, fmt:
         await producer.send(topic, value, key=key, headers=[*own, *headers],
                             partition=part if part is not None else partition)
         count += 1
+        if interactive:
+            await producer.flush()
         if progress is not None and task is not None:
             progress.update(task, completed=count)
     await producer.flush()

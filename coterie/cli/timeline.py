@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
+import time
 from pathlib import Path
 
 import click
@@ -20,7 +22,26 @@ from rich.table import Table
 
 from coterie.admin.group_events import read_timeline
 from coterie.admin.timeline import Rebalance, Timeline, timeline_json
-from coterie.cli.client_options import client_options, load_command_config, run_client
+from coterie.cli.client_options import client_options, fail, load_command_config, run_client
+
+UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str, now_s: float) -> int:
+    """--since: "90s", "30m", "2h", "7d", "500ms" back from `now_s`, or an ISO 8601 time
+    (UTC when it names no zone) -> ms since the epoch. Exits 1 on anything else."""
+    value = text.strip()
+    match = re.fullmatch(r"(\d+)(ms|s|m|h|d)", value)
+    if match:
+        return int((now_s - int(match.group(1)) * UNITS[match.group(2)]) * 1000)
+    try:
+        stamp = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"--since wants a duration (30m, 2h, 7d) or an ISO 8601 time, got {text!r}")
+        raise AssertionError("unreachable") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return int(stamp.timestamp() * 1000)
 
 
 def _when(ms: int) -> str:
@@ -71,21 +92,25 @@ def render_table(timeline: Timeline, console: Console) -> None:
 @click.command("timeline")
 @click.argument("group")
 @client_options
-@click.option("--output", type=click.Choice(["table", "json"]), default="table",
+@click.option("--output", "-o", "output", type=click.Choice(["table", "json"]), default="table",
               show_default=True)
 @click.option("--all-partitions", is_flag=True,
               help="Read every partition of __group_events (needed only after its "
                    "partition count was altered).")
+@click.option("--since", "since", default=None, metavar="WHEN",
+              help="Only events from then on: a duration back from now (90s, 30m, 2h, 7d) "
+                   "or an ISO 8601 time (2026-11-28T10:00:00Z).")
 @click.option("--request-timeout-ms", type=click.IntRange(1), default=30_000,
               show_default=True, help="How long to wait for the cluster.")
 def timeline(group: str, bootstrap: str, command_config: Path | None, output: str,
-             all_partitions: bool, request_timeout_ms: int) -> None:
+             all_partitions: bool, since: str | None, request_timeout_ms: int) -> None:
     """The rebalances of GROUP from __group_events (coterie brokers only): generations or
     epochs, who joined, left or was fenced and why, time to Stable, partitions moved."""
+    since_ms = None if since is None else parse_since(since, time.time())
     security = load_command_config(command_config)
     result = run_client(read_timeline(bootstrap, group, security=security,
                                       request_timeout_ms=request_timeout_ms,
-                                      all_partitions=all_partitions))
+                                      all_partitions=all_partitions, since_ms=since_ms))
     if output == "json":
         click.echo(json.dumps(timeline_json(result), indent=2))
         return

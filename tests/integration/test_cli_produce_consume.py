@@ -161,6 +161,9 @@ def test_acks_zero_and_a_file(coterie, tmp_path) -> None:
      "--offset must be"),
     (("consume", "bad", "--partition", "0", "--offset", "99", "--timeout-ms", "500"), None,
      "OFFSET_OUT_OF_RANGE"),
+    (("consume", "bad", "--partition", "3", "--timeout-ms", "500"), None,
+     "there is no partition 3"),
+    (("consume", "bad", "--offset", "3"), None, "--offset needs --partition"),
 ])
 def test_bad_input_is_exit_code_1_with_a_message(coterie, args, stdin, message) -> None:
     if "bad" in args:
@@ -188,3 +191,116 @@ def test_unreachable_cluster_is_exit_code_1(coterie_factory) -> None:
                   stdin="x\n")
         assert run.returncode == 1, (args, run.stderr)
         assert "no broker reachable" in run.stderr and "Traceback" not in run.stderr
+
+
+def _with_tty_stderr(args: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+    """Run the command with stderr on a pseudo-terminal (as an operator's shell), stdout on a
+    pipe; returns (exit code, stdout, what the terminal got)."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "coterie", *args],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=slave,
+                                text=True, env={**os.environ, "TERM": "xterm",
+                                                "COLUMNS": "100"})
+        os.close(slave)
+        out, _ = proc.communicate(stdin, timeout=60)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    return proc.returncode, out, b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_on_a_terminal_only(coterie) -> None:
+    bs = coterie.bootstrap
+    create(bs, "pp", 1)
+    code, _, terminal = _with_tty_stderr(
+        ["produce", "pp", "--bootstrap-server", bs],
+        stdin="".join(f"{i}\n" for i in range(3000)))
+    assert code == 0 and "produced" in terminal
+    code, out, terminal = _with_tty_stderr(
+        ["consume", "pp", "--bootstrap-server", bs, "--from-beginning", "--max-messages",
+         "3000"])
+    assert code == 0 and len(out.splitlines()) == 3000
+    assert "consumed from pp" in terminal
+    piped = cli("consume", "pp", "--bootstrap-server", bs, "--from-beginning",
+                "--max-messages", "3000")
+    assert piped.returncode == 0 and piped.stderr == ""
+
+
+@pytest.mark.reference
+def test_against_apache_kafka(reference_kafka) -> None:
+    """The same commands against the reference Kafka broker: produce and consume work (keys
+    where Kafka's partitioner puts them, a group that commits); the timeline says Kafka has
+    no group events."""
+    bs = reference_kafka.bootstrap
+    create(bs, "cli-ref", 3)
+    run = cli("produce", "cli-ref", "--bootstrap-server", bs, "--key-separator", "=",
+              "--header", "h=1", stdin="".join(f"k{i}=v{i}\n" for i in range(12)))
+    assert run.returncode == 0, run.stderr
+    got = read_all(bs, "cli-ref", 3, 12)
+    assert len(got) == 12
+    assert all(m.partition() == default_partition(m.key(), 3) for m in got)
+    consumed = cli("consume", "cli-ref", "--bootstrap-server", bs, "--group", "cli-ref-g",
+                   "--from-beginning", "--max-messages", "12", "--print-key")
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.splitlines()) == sorted(f"k{i}\tv{i}" for i in range(12))
+    checker = Consumer({"bootstrap.servers": bs, "group.id": "cli-ref-g"})
+    committed = checker.committed([TopicPartition("cli-ref", p) for p in range(3)], timeout=10)
+    checker.close()
+    assert sum(max(tp.offset, 0) for tp in committed) == 12
+    timeline = cli("groups", "timeline", "cli-ref-g", "--bootstrap-server", bs)
+    assert timeline.returncode == 1
+    assert "no __group_events topic" in timeline.stderr and "Apache Kafka" in timeline.stderr
+
+
+def test_command_config_authenticates_with_sasl(tmp_path) -> None:
+    """--command-config with Kafka's client properties: SASL/PLAIN on a SASL_PLAINTEXT
+    listener; a wrong password is exit code 1 naming the failure."""
+    from tests.fixtures.coterie_broker import CoterieBroker, free_port
+
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="admin" password="admin-secret" user_admin="admin-secret" '
+            'user_alice="alice-secret";')
+    broker = CoterieBroker(tmp_path / "data")
+    sasl_port = free_port()
+    broker.config.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},"
+                     f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "sasl.jaas.config": jaas})
+    broker.start()
+    try:
+        create(broker.bootstrap, "sasl-t", 1)
+        good = tmp_path / "client.properties"
+        good.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                        "sasl.username=alice\nsasl.password=alice-secret\n")
+        bad = tmp_path / "bad.properties"
+        bad.write_text(good.read_text().replace("alice-secret", "wrong"))
+        sasl = f"127.0.0.1:{sasl_port}"
+        run = cli("produce", "sasl-t", "--bootstrap-server", sasl, "--command-config",
+                  str(good), stdin="over sasl\n")
+        assert run.returncode == 0, run.stderr
+        out = cli("consume", "sasl-t", "--bootstrap-server", sasl, "--command-config",
+                  str(good), "--from-beginning", "--max-messages", "1")
+        assert out.returncode == 0 and out.stdout == "over sasl\n", out.stderr
+        refused = cli("produce", "sasl-t", "--bootstrap-server", sasl, "--command-config",
+                      str(bad), "--request-timeout-ms", "3000", stdin="x\n")
+        assert refused.returncode == 1 and "authentication" in refused.stderr.lower()
+        assert "Traceback" not in refused.stderr
+        missing = cli("consume", "sasl-t", "--bootstrap-server", sasl, "--command-config",
+                      str(tmp_path / "nope.properties"))
+        assert missing.returncode == 1 and "cannot read --command-config" in missing.stderr
+    finally:
+        broker.stop()

@@ -115,3 +115,76 @@ def test_unreachable_cluster_is_exit_code_1(coterie_factory) -> None:
                       "--request-timeout-ms", "1500")
     assert run.returncode == 1
     assert "no broker reachable" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_consumer_group_epochs_in_the_timeline(coterie_factory) -> None:
+    """A KIP-848 consumer group (librdkafka, group.protocol=consumer): epochs, not
+    generations; B's join moves half the partitions to B, its leave moves them back."""
+    from tests.fixtures.reference_broker import REFERENCE_GROUP_SETTINGS
+
+    broker = coterie_factory(config=dict(REFERENCE_GROUP_SETTINGS))
+    bootstrap = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic("tl-848", 4, 1)]).values():
+        f.result(10)
+
+    def consumer() -> Consumer:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tl848",
+                      "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False})
+        c.subscribe(["tl-848"])
+        return c
+
+    a = consumer()
+    poll_until([a], lambda: len(a.assignment()) == 4)
+    b = consumer()
+    poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2)
+    b_partitions = sorted(f"tl-848-{tp.partition}" for tp in b.assignment())
+    b.close()
+    poll_until([a], lambda: len(a.assignment()) == 4)
+
+    def settled(doc: dict) -> bool:
+        return (any(r["departed"] for r in doc["rebalances"])
+                and not doc["rebalances"][-1]["in_progress"])
+
+    doc = timeline_of(bootstrap, "tl848", settled)
+    a.close()
+    assert doc["protocol"] == "consumer"
+    joined = [c["member"] for r in doc["rebalances"] for c in r["joined"]]
+    assert len(joined) == 2
+    join = next(r for r in doc["rebalances"] if [c["member"] for c in r["joined"]]
+                == [joined[1]])
+    assert join["generation"] > join["from_generation"]
+    assert {m["member"]: m["gained"] for m in join["moved"]}[joined[1]] == b_partitions
+    leave = next(r for r in doc["rebalances"] if r["departed"])
+    assert [c["kind"] for c in leave["departed"]] == ["left"]
+    assert {m["member"]: m["gained"] for m in leave["moved"]}[joined[0]] == b_partitions
+    table = coterie_cli("groups", "timeline", "tl848", "--bootstrap-server", bootstrap)
+    assert table.returncode == 0 and "EPOCH" in table.stdout
+
+
+def test_since_skips_older_events(coterie) -> None:
+    import asyncio
+
+    bootstrap = coterie.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic("tl-since", 1, 1)]).values():
+        f.result(10)
+    a = member(bootstrap, "tl-since", "tl-since")
+    poll_until([a], lambda: len(a.assignment()) == 1)
+    everything = asyncio.run(read_group_events(bootstrap, "tl-since"))
+    assert everything
+    later = max(e["ts"] for e in everything) + 1
+    a.close()
+    def left(events: list) -> bool:
+        return any(e["type"] == "member_left" for e in events)
+
+    deadline = time.monotonic() + 20
+    recent: list = []
+    while not left(recent) and time.monotonic() < deadline:
+        recent = asyncio.run(read_group_events(bootstrap, "tl-since", since_ms=later))
+    assert left(recent) and all(e["ts"] >= later for e in recent)
+    assert not any(e["type"] == "member_joined" for e in recent)
+    future = coterie_cli("groups", "timeline", "tl-since", "--bootstrap-server", bootstrap,
+                         "--since", "2999-01-01T00:00:00Z", "--output", "json")
+    assert future.returncode == 0 and json.loads(future.stdout)["events"] == 0

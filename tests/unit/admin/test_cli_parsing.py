@@ -57,3 +57,17 @@ def test_output_lines() -> None:
                                                   {"key": "n", "value": None}]}
     # What consume prints, produce takes.
     assert parse_json_line(record_json(r), 1)[2] == [("h", b"v"), ("n", None)]
+
+
+def test_since() -> None:
+    from coterie.cli.timeline import parse_since
+
+    now = 1_000_000.0
+    assert parse_since("90s", now) == 999_910_000
+    assert parse_since("2h", now) == (1_000_000 - 7200) * 1000
+    assert parse_since("500ms", now) == 999_999_500
+    assert parse_since("1970-01-02T00:00:00Z", now) == 86_400_000
+    assert parse_since("1970-01-02T00:00:00", now) == 86_400_000  # UTC without a zone
+    with pytest.raises(SystemExit) as stop:
+        parse_since("yesterday", now)
+    assert stop.value.code == 1
