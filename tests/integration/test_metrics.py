@@ -416,3 +416,33 @@ def test_a_sasl_broker_needs_credentials_and_shows_what_the_principal_may_descri
     bob = samples(port, auth=("bob", "bob-secret"))
     assert not any("group" in ls or "topic" in ls for rows in bob.values() for ls, _ in rows)
     assert bob["kafka_network_requestmetrics_requests_total"]
+
+
+def test_a_kip848_consumer_group_has_its_epoch_and_rebalances(coterie_factory):
+    broker = metrics_broker(coterie_factory)
+    create_topic(broker.bootstrap, "modern", 2)
+    produce(broker.bootstrap, "modern", 4, 2)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "modern-group",
+                  "group.protocol": "consumer", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["modern"])
+        poll_until_assigned([c], 2)
+        c.commit(offsets=[TopicPartition("modern", p, 1) for p in range(2)],
+                 asynchronous=False)
+        got = wait_until("the consumer group Stable", lambda: (
+            s := samples(broker.metrics_port)) and value(
+                s, "coterie_group_state", group="modern-group", type="consumer",
+                state="Stable") == 1 and s)
+    finally:
+        c.close()
+    assert value(got, "coterie_group_members", group="modern-group") == 1
+    assert value(got, "coterie_group_epoch", group="modern-group", type="consumer") >= 1
+    assert value(got, "coterie_group_rebalances_total", group="modern-group") >= 1
+    assert value(got, "kafka_server_group_coordinator_metrics_group_count",
+                 protocol="consumer") == 1
+    for p in range(2):
+        assert value(got, "coterie_group_lag", group="modern-group", topic="modern",
+                     partition=str(p)) == 3
+    assert total(got, "kafka_network_requestmetrics_requests_total",
+                 request="ConsumerGroupHeartbeat") >= 1
