@@ -446,3 +446,29 @@ def test_a_kip848_consumer_group_has_its_epoch_and_rebalances(coterie_factory):
                      partition=str(p)) == 3
     assert total(got, "kafka_network_requestmetrics_requests_total",
                  request="ConsumerGroupHeartbeat") >= 1
+
+
+def test_series_are_capped_and_odd_names_are_escaped(coterie_factory):
+    broker = metrics_broker(coterie_factory, **{"metrics.series.max": "3"})
+    create_topic(broker.bootstrap, "capped", 2)
+    produce(broker.bootstrap, "capped", 5, 2)
+    odd = 'a "quoted" \\ group\nwith ünïcode <script>'
+    groups = [odd, "g1", "g2", "g3", "g4"]
+    for group in groups:
+        c = consumer(broker.bootstrap, group)
+        try:
+            c.commit(offsets=[TopicPartition("capped", p, 2) for p in range(2)],
+                     asynchronous=False)
+        finally:
+            c.close()
+    got = samples(broker.metrics_port)
+    shown = {ls["group"] for ls, _ in got["coterie_group_committed_offset"]}
+    # The first three groups in id order; two groups left out, and of the per-partition
+    # series of those three (six) three are left out.
+    assert shown <= set(sorted(groups)[:3]) and odd in shown
+    assert len(got["coterie_group_committed_offset"]) == 3
+    assert value(got, "coterie_metrics_series_dropped", family="group") == 2
+    assert value(got, "coterie_metrics_series_dropped", family="group_partition") == 3
+    assert value(got, "coterie_group_lag", group=odd, topic="capped", partition="0") == 3
+    assert len(got["kafka_log_log_log_end_offset"]) == 3
+    assert value(got, "coterie_metrics_series_dropped", family="log_partition") > 0
