@@ -15,7 +15,7 @@ from pathlib import Path
 from coterie.assign.registry import UnknownAssignor, lookup
 from coterie.broker.acls import AuthorizerConfigError, authorizer_settings
 from coterie.broker.listeners import Listener, ListenerError, listeners_from
-from coterie.broker.metrics import MetricsConfigError, metrics_settings
+from coterie.broker.metrics_settings import MetricsConfigError, metrics_settings
 from coterie.broker.sasl import SaslError, jaas_file, sasl_settings
 from coterie.broker.ssl_principal import RulesError, principal_mapper
 from coterie.broker.tls import TlsConfigError, server_context

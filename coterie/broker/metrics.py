@@ -30,8 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -44,18 +43,14 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from coterie.broker.context import Parked
 from coterie.broker.metrics_groups import GroupMetrics, group_count_family, group_families
+from coterie.broker.metrics_settings import MetricsSettings
 
-__all__ = ["BrokerMetrics", "MetricsConfigError", "MetricsSettings", "metrics_settings",
-           "parse_listen"]
+__all__ = ["BrokerMetrics"]
 
 log = logging.getLogger("coterie.metrics")
 
-METRICS_DEFAULTS = {
-    "metrics.listen": "",
-    "metrics.group.partition.series.enable": "true",
-    "metrics.series.max": "10000",
-}
 # How long a scrape waits for the loop's snapshot before answering without it.
 SNAPSHOT_TIMEOUT_S = 2.0
 # How often the event-loop lag is measured.
@@ -66,61 +61,6 @@ LATENCY_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 LOAD_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
-
-
-class MetricsConfigError(ValueError):
-    """A metrics.* setting coterie cannot use."""
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsSettings:
-    host: str
-    port: int
-    partition_series: bool
-    series_max: int
-
-
-def parse_listen(value: str) -> tuple[str, int]:
-    """`HOST:PORT` (IPv6 as `[::1]:9404`; an empty host is every address) as (host,
-    port); MetricsConfigError says what is wrong."""
-    text = value.strip()
-    host, colon, port_text = text.rpartition(":")
-    if not colon:
-        raise MetricsConfigError(f"metrics.listen={value!r}: expected HOST:PORT")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise MetricsConfigError(f"metrics.listen={value!r}: write an IPv6 host in "
-                                 "brackets, [::1]:9404")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise MetricsConfigError(f"metrics.listen={value!r}: the port is not a "
-                                 "number") from None
-    if not 0 <= port <= 65535:
-        raise MetricsConfigError(f"metrics.listen={value!r}: the port must be 0 to 65535")
-    return host or "0.0.0.0", port
-
-
-def metrics_settings(props: Mapping[str, str]) -> MetricsSettings | None:
-    """The metrics settings, None when `metrics.listen` is not set (metrics off)."""
-    p = {**METRICS_DEFAULTS, **{k: v for k, v in props.items() if v is not None}}
-    listen = p["metrics.listen"].strip()
-    if not listen:
-        return None
-    host, port = parse_listen(listen)
-    enable = p["metrics.group.partition.series.enable"].strip().lower()
-    if enable not in ("true", "false"):
-        raise MetricsConfigError("metrics.group.partition.series.enable="
-                                 f"{enable!r} is not true or false")
-    try:
-        series_max = int(p["metrics.series.max"])
-    except ValueError:
-        raise MetricsConfigError(f"metrics.series.max={p['metrics.series.max']!r} is not "
-                                 "an integer") from None
-    if series_max < 0:
-        raise MetricsConfigError("metrics.series.max must be 0 or more")
-    return MetricsSettings(host, port, enable == "true", series_max)
 
 
 def _error_name(code: Any) -> str:
@@ -192,10 +132,10 @@ class BrokerMetrics:
     def track(self, api: Any, version: int, started: float, response: Any) -> Any:
         """A handler's answer to a request that began at `started` (perf_counter): counted
         when it is there (a coroutine's and a parked request's when they finish)."""
-        kind = type(response).__name__
-        if kind == "coroutine":
+        kind = type(response)
+        if kind is CoroutineType:
             return self._later(api, version, started, response)
-        if kind == "Parked":
+        if kind is Parked:
             answer = response.answer
 
             def counted(ctx: Any, result: Any) -> Any:

@@ -56,7 +56,8 @@ from coterie.broker.handlers.api_versions import unsupported_version_answer
 from coterie.broker.internal_topics import internal_topics
 from coterie.broker.large import BIG_FRAME, OffLoop, decoded_big, encoded_off_loop
 from coterie.broker.log_cleaner import LogCleaner
-from coterie.broker.metrics import BrokerMetrics, metrics_settings
+from coterie.broker.metrics import BrokerMetrics
+from coterie.broker.metrics_settings import metrics_settings
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from coterie.broker.peers import Peers
 from coterie.broker.producer_ids import ProducerIdAllocator

@@ -13,15 +13,11 @@ import pytest
 from prometheus_client.core import GaugeMetricFamily
 
 from coterie.broker import metrics as metrics_module
-from coterie.broker.metrics import (
-    BrokerMetrics,
-    MetricsConfigError,
-    metrics_settings,
-    parse_listen,
-)
+from coterie.broker.metrics import BrokerMetrics
 from coterie.broker.metrics_auth import BasicAuth, basic_credentials
 from coterie.broker.metrics_groups import GroupMetrics
 from coterie.broker.metrics_http import filtered
+from coterie.broker.metrics_settings import MetricsConfigError, metrics_settings, parse_listen
 from coterie.broker.scram import MECHANISMS, credential_from_password
 
 
