@@ -15,6 +15,7 @@ from pathlib import Path
 from coterie.assign.registry import UnknownAssignor, lookup
 from coterie.broker.acls import AuthorizerConfigError, authorizer_settings
 from coterie.broker.listeners import Listener, ListenerError, listeners_from
+from coterie.broker.metrics_settings import MetricsConfigError, metrics_settings
 from coterie.broker.sasl import SaslError, jaas_file, sasl_settings
 from coterie.broker.ssl_principal import RulesError, principal_mapper
 from coterie.broker.tls import TlsConfigError, server_context
@@ -76,6 +77,13 @@ DEFAULTS: dict[str, str] = {
     "connection.failed.authentication.delay.ms": "100",
     # Kafka's: the largest frame a SASL listener takes before authentication.
     "sasl.server.max.receive.size": "524288",
+    # coterie's own: Prometheus metrics at http://HOST:PORT/metrics (coterie.broker.metrics,
+    # docs/operations-metrics.md); empty: off. Per-partition group series (committed
+    # offset, lag) can be turned off; metrics.series.max caps each per-group and
+    # per-partition family.
+    "metrics.listen": "",
+    "metrics.group.partition.series.enable": "true",
+    "metrics.series.max": "10000",
 }
 
 STORAGE_SCHEMES = ("postgresql://", "postgres://")
@@ -217,6 +225,10 @@ class BrokerConfig:
         try:
             authorizer_settings(self.props)
         except AuthorizerConfigError as e:
+            raise ConfigError(str(e)) from None
+        try:
+            metrics_settings(self.props)
+        except MetricsConfigError as e:
             raise ConfigError(str(e)) from None
         try:
             jaas_file(self.props)  # the JAAS file, when named, is read at start

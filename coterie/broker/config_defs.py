@@ -470,6 +470,10 @@ COTERIE_CONFIGS: dict[str, int] = {
     "java.security.auth.login.config": STRING,
     "log.max.open.files": INT,
     "max.partitions.per.request": INT,
+    # Prometheus metrics (coterie.broker.metrics).
+    "metrics.group.partition.series.enable": BOOLEAN,
+    "metrics.listen": STRING,
+    "metrics.series.max": INT,
     "storage": STRING,
 }
 STATIC_NAMES: frozenset[str] = frozenset(STATIC_CONFIGS) | frozenset(COTERIE_CONFIGS)
