@@ -38,7 +38,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from coterie.cli.client_options import client_options, fail, load_command_config, run_client
+from coterie.cli.connect import bootstrap_options, fail, load_command_config, run_client
 from coterie.client.consumer import Consumer
 from coterie.client.errors import ClientError, CommitFailedError
 from coterie.client.reader import EARLIEST, LATEST, PartitionReader
@@ -195,7 +195,7 @@ async def consume_group(bootstrap: str, topic: str, group: str, from_beginning: 
 
 @click.command("consume")
 @click.argument("topic")
-@client_options
+@bootstrap_options
 @click.option("--group", default=None, help="Consume as a member of this consumer group "
               "(committing the offsets of what was printed).")
 @click.option("--partition", type=click.IntRange(0), default=None,

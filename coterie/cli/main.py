@@ -145,32 +145,17 @@ main.add_command(console_command)
 
 
 def _register_operator_commands() -> None:
-    """The operator commands (`coterie groups ...`, `coterie topics ...`), imported here so
-    that `coterie serve` does not load them."""
+    """The operator commands (`coterie groups ...`, `coterie topics ...`, `coterie produce`,
+    `coterie consume`), imported here so that `coterie serve` does not load them."""
+    from coterie.cli.consume import consume
     from coterie.cli.groups import groups
+    from coterie.cli.produce import produce
+    from coterie.cli.timeline import timeline
     from coterie.cli.topics import topics
 
-    main.add_command(groups)
-    main.add_command(topics)
+    groups.add_command(timeline)
+    for command in (groups, topics, produce, consume):
+        main.add_command(command)
 
 
 _register_operator_commands()
-
-
-# --- issue 28: client commands (ops-produce branch) ---------------------------------------------
-def _register_client_commands() -> None:
-    """`coterie produce`, `coterie consume` and `coterie groups timeline`, imported here so
-    that `coterie serve` does not load them. A `groups` group is made only while none exists
-    (the ops-admin branch brings coterie/cli/groups.py); `timeline` is added to it."""
-    from coterie.cli.consume import consume
-    from coterie.cli.produce import produce
-    from coterie.cli.timeline import timeline
-
-    if "groups" not in main.commands:
-        main.add_command(click.Group("groups", help="Consumer, share and streams groups."))
-    main.commands["groups"].add_command(timeline)  # type: ignore[attr-defined]
-    main.add_command(produce)
-    main.add_command(consume)
-
-
-_register_client_commands()

@@ -30,7 +30,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from coterie.cli.client_options import client_options, fail, load_command_config, run_client
+from coterie.cli.connect import bootstrap_options, fail, load_command_config, run_client
 from coterie.client.errors import ClientError
 from coterie.client.producer import Producer
 
@@ -145,7 +145,7 @@ async def produce_lines(producer: Producer, topic: str, stream: IO[str], *, fmt:
 
 @click.command("produce")
 @click.argument("topic")
-@client_options
+@bootstrap_options
 @click.option("--file", "input_file", type=click.Path(path_type=Path, dir_okay=False),
               default=None, help="Read records from this file instead of stdin.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from coterie.admin.group_events import read_timeline
 from coterie.admin.timeline import Rebalance, Timeline, timeline_json
-from coterie.cli.client_options import client_options, fail, load_command_config, run_client
+from coterie.cli.connect import bootstrap_options, fail, load_command_config, run_client
 
 UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -91,7 +91,7 @@ def render_table(timeline: Timeline, console: Console) -> None:
 
 @click.command("timeline")
 @click.argument("group")
-@client_options
+@bootstrap_options
 @click.option("--output", "-o", "output", type=click.Choice(["table", "json"]), default="table",
               show_default=True)
 @click.option("--all-partitions", is_flag=True,
