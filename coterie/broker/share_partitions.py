@@ -35,6 +35,7 @@ import heapq
 import logging
 import struct
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -43,13 +44,16 @@ from coterie.broker.config_defs import STATIC_CONFIGS
 from coterie.broker.context import LEADER_EPOCH
 from coterie.group import ShareGroupDescribeRequest
 from coterie.share import (
+    AbortedTransaction,
     AcquireMode,
+    FetchedBatch,
     OffsetNotAvailable,
     Outcome,
     ShareConfig,
     SharePartition,
     ShareSnapshotKey,
     ShareStateRecord,
+    aborted_batches,
     decode,
     encode,
     replay,
@@ -90,6 +94,17 @@ def entry_record(entry: bytes) -> ShareStateRecord:
     return decode(entry[2:2 + n], entry[2 + n:])
 
 
+@dataclass(frozen=True, slots=True)
+class Read:
+    """What `SharePartitions.read_for` read: the stored bytes, (first offset, last offset,
+    start, end) of each batch in them, and (first, last) of the batches of aborted
+    transactions among them (read_committed only)."""
+
+    data: bytes = b""
+    batches: list[tuple[int, int, int, int]] = field(default_factory=list)
+    aborted: list[tuple[int, int]] = field(default_factory=list)
+
+
 class SharePartitions:
     """Every share partition of this broker; see the module docstring."""
 
@@ -121,7 +136,9 @@ class SharePartitions:
                                         "group.share.partition.max.record.locks"),
             delivery_count_limit=broker_int(self._services.config,
                                             "group.share.delivery.count.limit"),
-            record_lock_duration_ms=lock_ms)
+            record_lock_duration_ms=lock_ms,
+            read_committed=(self._group_config(group_id, "share.isolation.level")
+                            == "read_committed"))
 
     def _group_config(self, group_id: str, name: str) -> str | None:
         configs = self._services.group_configs
@@ -336,49 +353,64 @@ class SharePartitions:
     # -- acquisition ----------------------------------------------------------------------
 
     def read_for(self, sp: SharePartition, topic: str, max_bytes: int, max_records: int
-                 ) -> tuple[bytes, list[tuple[int, int, int, int]]]:
-        """The whole batches at the share partition's next fetch offset, as stored, and
-        (first offset, last offset, start, end) of each in them.
+                 ) -> Read:
+        """The whole batches at the share partition's next fetch offset, as stored.
 
         Only as far as one acquisition can reach: `max_records` past the window's end, and
         not past the window's bound (max record locks from the start offset). Reading up to
         `max_bytes` instead made every ShareFetch read, and split, megabytes of which it
         took a few hundred records (docs/benchmarks.md, "Share groups: consume
-        throughput"). At least the batch holding the next fetch offset is read."""
+        throughput"). At least the batch holding the next fetch offset is read.
+
+        read_committed (the group's share.isolation.level): only below the last stable
+        offset, as Kafka's share fetch reads with TXN_COMMITTED isolation, so an open
+        transaction holds delivery there; and the batches of aborted transactions in what
+        was read are listed, for `acquire` to archive."""
         part = self._services.logs.partition(topic, sp.partition)
         if part is None:
-            return b"", []
+            return Read()
         offset = max(sp.next_fetch_offset(), part.log_start_offset)
-        hw = part.high_watermark
-        bound = min(hw, sp.next_offset + max(max_records, 1),
+        committed = sp.config.read_committed
+        end = part.last_stable_offset if committed else part.high_watermark
+        bound = min(end, sp.next_offset + max(max_records, 1),
                     sp.start_offset + sp.config.max_record_locks)
         if offset >= bound:
-            return b"", []
+            return Read()
         span = part.locate(offset, max(max_bytes, 1), bound)
         if span is None:  # the batch at `offset` holds the bound: that batch alone
-            span = part.locate(offset, 1, hw)
+            span = part.locate(offset, 1, end)
             if span is None:
-                return b"", []
-        seg, start, end = span
-        data = seg.read_range(start, end)
-        return data, [(h.base_offset, h.last_offset, h.position, h.end)
-                      for h in batch_headers(data)]
+                return Read()
+        seg, start, stop = span
+        data = seg.read_range(start, stop)
+        headers = batch_headers(data)
+        aborted: list[tuple[int, int]] = []
+        if committed and headers:
+            txns = [AbortedTransaction(t.producer_id, t.first_offset, t.last_offset)
+                    for t in part.aborted_transactions(headers[0].base_offset,
+                                                       headers[-1].next_offset)]
+            if txns:
+                aborted = aborted_batches(
+                    (FetchedBatch(h.base_offset, h.last_offset, h.producer_id,
+                                  h.is_transactional, h.is_control) for h in headers), txns)
+        return Read(data, [(h.base_offset, h.last_offset, h.position, h.end)
+                           for h in headers], aborted)
 
     @staticmethod
-    def acquire(sp: SharePartition, member_id: str, data: bytes,
-                batches: list[tuple[int, int, int, int]], max_records: int,
+    def acquire(sp: SharePartition, member_id: str, read: Read, max_records: int,
                 mode: AcquireMode, now: int) -> tuple[Outcome, bytes]:
         """Acquire from the batches read for `member_id`; the outcome, and the stored bytes
         from the first batch holding an acquired record to the last (one slice: a batch in
         between whose records others hold goes too, and the client skips it, as it skips
         what is outside its acquired ranges)."""
+        batches = read.batches
         outcome = sp.acquire(member_id, [(f, last) for f, last, _, _ in batches],
-                             max_records, now, mode=mode)
+                             max_records, now, mode=mode, aborted=read.aborted)
         if not outcome.acquired:
             return outcome, b""
         lo, hi = outcome.acquired[0].first_offset, outcome.acquired[-1].last_offset
         held = [(s, e) for first, last, s, e in batches if first <= hi and lo <= last]
-        return outcome, data[held[0][0]:held[-1][1]] if held else b""
+        return outcome, read.data[held[0][0]:held[-1][1]] if held else b""
 
     # -- lock expiry ----------------------------------------------------------------------
 

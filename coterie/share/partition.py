@@ -206,7 +206,8 @@ class SharePartition:
     # ------------------------------------------------------------------------------------
 
     def acquire(self, member_id: str, fetched: Sequence[tuple[int, int]], max_records: int,
-                now: int, *, mode: AcquireMode = AcquireMode.RECORD_LIMIT) -> Outcome:
+                now: int, *, mode: AcquireMode = AcquireMode.RECORD_LIMIT,
+                aborted: Sequence[tuple[int, int]] = ()) -> Outcome:
         """Acquire for `member_id` what the leader read: `fetched` is the (first, last) offsets
         of each batch it returned, read at `next_fetch_offset()`.
 
@@ -221,6 +222,11 @@ class SharePartition:
         delivered alone, as Kafka does, so that one poison record does not use up its
         neighbours' deliveries. Nothing is written for an acquisition; `records` holds only
         expiries.
+
+        `aborted` (read_committed, `transactions.aborted_batches`): (first, last) offsets of
+        fetched batches of aborted transactions. As Kafka's SharePartition does, they are
+        acquired with the rest (so they count against `max_records`), then archived at once
+        and left out of the acquired ranges; that archiving is written.
         """
         records = list(self._expire(now))
         if max_records <= 0 or not fetched:
@@ -267,7 +273,23 @@ class SharePartition:
                 self._lock(offset, r, member_id, deadline)
                 taken.append((offset, 1))
             self._next += max(count, 0)
+        if aborted:
+            taken = self._archive_aborted(taken, aborted, now, records)
         return Outcome(acquired=_ranges(taken), records=tuple(records))
+
+    def _archive_aborted(self, taken: list[tuple[int, int]], aborted: Sequence[tuple[int, int]],
+                         now: int, records: list[ShareStateRecord]) -> list[tuple[int, int]]:
+        """Archive the just-acquired offsets inside `aborted` ranges; the rest of `taken`."""
+        kept, archived = [], []
+        for offset, count in taken:
+            if any(first <= offset <= last for first, last in aborted):
+                self._end_lock(self._window[offset], RecordState.ARCHIVED)
+                archived.append(offset)
+            else:
+                kept.append((offset, count))
+        if archived:
+            records.extend(self._write(archived, now))
+        return kept
 
     def acknowledge(self, member_id: str, batches: Iterable[AckBatch | AckTuple],
                     now: int) -> Outcome:
