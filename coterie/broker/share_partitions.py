@@ -13,8 +13,10 @@ leader of its topic partition, which reads the records it hands out. This module
 - **One operation at a time per share partition**, each followed by the durable write of
   what it changed (`Outcome.records`), before the caller answers anyone: nothing is told to a
   client before it is durable. The write is conditional on the partition's lease (a broker
-  that lost it writes nothing: NOT_LEADER_OR_FOLLOWER). A failed write leaves the in-memory
-  state ahead of the stored one, so the state is dropped and loaded again next time.
+  that lost it writes nothing: NOT_LEADER_OR_FOLLOWER), and on the state epoch of the copy
+  (one reset since by a coordinator elsewhere refuses it the same way). A failed write
+  leaves the in-memory state ahead of the stored one, so the state is dropped and loaded
+  again next time.
 - **Lock expiry.** One timer task sleeps until the earliest lock deadline of all share
   partitions, expires what is due, writes it, and wakes the share fetches waiting on those
   partitions (released records are news to them).
@@ -60,7 +62,7 @@ from coterie.share import (
     resolve_start_offset,
 )
 from coterie.storage.api import Lease, Resource, TopicIdPartition
-from coterie.storage.errors import LeaseLost
+from coterie.storage.errors import LeaseLost, StateEpochFenced
 from coterie.wire.record_batch import batch_headers
 
 log = logging.getLogger("coterie.share")
@@ -205,7 +207,7 @@ class SharePartitions:
                 raise ShareUnavailable(ErrorCode.offset_not_available, str(e)) from e
             sp, outcome = SharePartition.initialize(group_id, topic_id, partition, start, now,
                                                     config=config, leader_epoch=lease.epoch)
-            await self._write(key, outcome, lease)
+            await self._write(key, outcome, lease, sp.state_epoch)
         self._parts[key] = sp
         self._by_group.setdefault(group_id, set()).add(key)
         return sp
@@ -232,7 +234,7 @@ class SharePartitions:
         """Write what an operation changed; ErrorCode.none once durable. On failure the
         state is dropped (loaded again at next use) and the error is the partition's."""
         try:
-            await self._write(key, outcome, lease)
+            await self._write(key, outcome, lease, sp.state_epoch)
         except ShareUnavailable as e:
             self.forget(key)
             return e.code
@@ -240,7 +242,7 @@ class SharePartitions:
             self._schedule(key, sp)
         return ErrorCode.none
 
-    async def _write(self, key: Key, outcome: Outcome, lease: Lease) -> None:
+    async def _write(self, key: Key, outcome: Outcome, lease: Lease, state_epoch: int) -> None:
         records = outcome.records
         if not records:
             return
@@ -249,11 +251,15 @@ class SharePartitions:
                              if isinstance(r.key, ShareSnapshotKey)), default=None)
         try:
             if last_snapshot is None:
-                await self._store.append(key[0], tp, [entry_bytes(r) for r in records], lease)
+                await self._store.append(key[0], tp, [entry_bytes(r) for r in records], lease,
+                                         state_epoch=state_epoch)
             else:
                 await self._store.replace(key[0], tp, [entry_bytes(r) for r in
-                                                       records[last_snapshot:]], lease)
-        except LeaseLost as e:
+                                                       records[last_snapshot:]], lease,
+                                          state_epoch=state_epoch)
+        except (LeaseLost, StateEpochFenced) as e:
+            # Kafka answers FENCED_STATE_EPOCH as NOT_LEADER_OR_FOLLOWER too: the client
+            # retries, and the state, dropped by `persist`, is loaded again.
             raise ShareUnavailable(ErrorCode.not_leader_or_follower, str(e)) from e
         except Exception as e:
             log.warning("share state of %s not written: %s", key, e)
@@ -309,9 +315,19 @@ class SharePartitions:
     async def reset(self, group_id: str, topic: str, tp: TopicIdPartition,
                     start_offset: int) -> None:
         """AlterShareGroupOffsets: the share partition starts over at `start_offset` (a new
-        state epoch, nothing in flight); ShareUnavailable where this broker cannot write it."""
+        state epoch, nothing in flight); ShareUnavailable where it cannot be written.
+
+        Where this broker leads the partition, its own copy is reset and written under the
+        lease. Where another broker does (a cluster coordinator), the new state is written
+        with no lease and the next state epoch (`_reset_elsewhere`)."""
         key = (group_id, tp.topic_id, tp.partition)
-        lease = self.lease_of(topic, tp)
+        try:
+            lease = self.lease_of(topic, tp)
+        except ShareUnavailable:
+            if self._services.cluster is None:
+                raise
+            await self._reset_elsewhere(key, start_offset)
+            return
         now = self._services.now_ms()
         async with self.lock(key):
             sp = await self.state(key, topic, lease, now, subscribed_only=False)
@@ -319,6 +335,38 @@ class SharePartitions:
         if code != ErrorCode.none:
             raise ShareUnavailable(code, f"share state of {topic}-{tp.partition} not written")
         self._services.waiters.notify(topic, tp.partition)
+
+    async def _reset_elsewhere(self, key: Key, start_offset: int) -> None:
+        """Reset a share partition another broker leads, as Kafka's share coordinator
+        initializes it anew for AlterShareGroupOffsets: a snapshot at `start_offset` with
+        the stored state epoch plus one, written with `store.reset` (no lease: an
+        administrator's action on an empty group). The leader's copy, if it still holds one
+        from before, is older: its next write is refused (StateEpochFenced), which makes it
+        drop the copy and load this state. A reset racing with another is refused the
+        same way (NOT_LEADER_OR_FOLLOWER here; the administrator retries)."""
+        group_id, topic_id, partition = key
+        tp = TopicIdPartition(topic_id, partition)
+        async with self.lock(key):
+            self.forget(key)  # a copy from an earlier tenure here is stale from now on
+            try:
+                entries = await self._store.load(group_id, tp)
+            except Exception as e:
+                raise ShareUnavailable(ErrorCode.kafka_storage_error,
+                                       f"share state unreadable: {e}") from e
+            stored = replay([entry_record(e) for e in entries]) if entries else None
+            state_epoch = (stored.state_epoch if stored is not None else 0) + 1
+            _, outcome = SharePartition.initialize(
+                group_id, topic_id, partition, start_offset, self._services.now_ms(),
+                config=self.config_of(group_id), leader_epoch=-1, state_epoch=state_epoch)
+            try:
+                await self._store.reset(group_id, tp, [entry_bytes(r) for r in outcome.records],
+                                        state_epoch)
+            except StateEpochFenced as e:
+                raise ShareUnavailable(ErrorCode.not_leader_or_follower, str(e)) from e
+            except Exception as e:
+                log.warning("share state of %s not reset: %s", key, e)
+                raise ShareUnavailable(ErrorCode.kafka_storage_error,
+                                       f"share state not written: {e}") from e
 
     async def release_member(self, group_id: str, member_id: str) -> None:
         """Release what `member_id` holds in every share partition of its group (its share
