@@ -446,14 +446,15 @@ class SharePartitions:
 
     @staticmethod
     def acquire(sp: SharePartition, member_id: str, read: Read, max_records: int,
-                mode: AcquireMode, now: int) -> tuple[Outcome, bytes]:
+                mode: AcquireMode, now: int, batch_size: int = 0) -> tuple[Outcome, bytes]:
         """Acquire from the batches read for `member_id`; the outcome, and the stored bytes
         from the first batch holding an acquired record to the last (one slice: a batch in
         between whose records others hold goes too, and the client skips it, as it skips
         what is outside its acquired ranges)."""
         batches = read.batches
         outcome = sp.acquire(member_id, [(f, last) for f, last, _, _ in batches],
-                             max_records, now, mode=mode, aborted=read.aborted)
+                             max_records, now, mode=mode, aborted=read.aborted,
+                             batch_size=batch_size)
         if not outcome.acquired:
             return outcome, b""
         lo, hi = outcome.acquired[0].first_offset, outcome.acquired[-1].last_offset

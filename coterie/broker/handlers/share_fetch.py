@@ -14,10 +14,12 @@ Long poll: with nothing acquired and `max_wait` left, the request waits on its p
 and is woken by an append, by a lock expiring or by records released; then it tries again.
 
 Limits: `max_records` counts the records acquired over the whole request, `max_bytes` the
-bytes of the batches sent (at least one batch, as Fetch's KIP-74 rule); `batch_size` is a
-hint coterie does not split by (docs/share-groups.md). A read_committed group
-(share.isolation.level) acquires only below the last stable offset, and the batches of
-aborted transactions are archived instead of handed out (SharePartitions.read_for).
+bytes of the batches sent (at least one batch, as Fetch's KIP-74 rule); `batch_size` cuts
+the acquired records, in BATCH_OPTIMIZED mode, into AcquiredRecords of at least that many
+records at log-batch starts, as Kafka 4.2 does (it does not bound what one fetch
+acquires). A read_committed group (share.isolation.level) acquires only below the last
+stable offset, and the batches of aborted transactions are archived instead of handed out
+(SharePartitions.read_for).
 
 Errors, as Kafka 4.2 answers them: the request's whole answer for a session error
 (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED,
@@ -184,7 +186,8 @@ async def _fetch_round(ctx: RequestContext, request: Any, parts: dict[TP, _Parti
             async with shares.lock(key):
                 sp = await shares.state(key, topic, lease, now)
                 read = shares.read_for(sp, topic, bytes_left, records_left)
-                outcome, data = shares.acquire(sp, member_id, read, records_left, mode, now)
+                outcome, data = shares.acquire(sp, member_id, read, records_left, mode, now,
+                                               max(request.batch_size, 0))
                 code = await shares.persist(key, sp, outcome, lease)
         except ShareUnavailable as e:
             part.error, part.message = e.code, str(e)
