@@ -8,7 +8,9 @@ consumers on a topic led by all three brokers get every record once; the leader 
 partition killed with -9 gives way to another that loads the state from the database, and
 nothing accepted is delivered again, nothing unaccepted lost; the coordinator killed, the
 members rejoin the next one; a broker that lost a lease writes no share state
-(NOT_LEADER_OR_FOLLOWER) and a broker taking a partition back reloads its state.
+(NOT_LEADER_OR_FOLLOWER) and a broker taking a partition back reloads its state; share
+offsets deleted or altered through a coordinator that does not lead the partition are what
+the group's next member starts from.
 """
 
 from __future__ import annotations
