@@ -211,6 +211,13 @@ CREATE TABLE share_state_entries (
 );
 """
 
+# The state epoch of each share partition's stored state (coterie.storage.share_state): a
+# write carrying an older one is refused, so that a leader's copy loaded before an
+# administrator's reset (AlterShareGroupOffsets through another broker) cannot overwrite it.
+_V7 = """
+ALTER TABLE share_states ADD COLUMN state_epoch integer NOT NULL DEFAULT 0;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "topics, partitions, batches, brokers, leases, producer-id blocks", _V1),
     Migration(2, "the cluster's id", _V2),
@@ -218,6 +225,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "each broker's listeners", _V4),
     Migration(5, "SCRAM credentials and ACLs", _V5),
     Migration(6, "share partitions' state", _V6),
+    Migration(7, "share partitions' state epochs", _V7),
 )
 
 
