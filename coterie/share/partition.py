@@ -272,7 +272,10 @@ class SharePartition:
             count = min(max_records - len(taken), room, last - self._next + 1)
             if whole_batches and count > 0:
                 count = min(_batch_end(batches, self._next + count - 1), last) - self._next + 1
-            elif stop_after is not None and stop_after >= self._next:
+            elif stop_after is not None and stop_after >= self._next and room > 0:
+                # The batch max_records was reached in runs past the window: finish it,
+                # unless the window was already full (the bound is passed by less than
+                # one batch only when it is reached inside that batch).
                 count = min(stop_after, last) - self._next + 1
             for offset in range(self._next, self._next + max(count, 0)):
                 r = self._window[offset] = InFlight(RecordState.ACQUIRED, 1)

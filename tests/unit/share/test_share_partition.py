@@ -338,3 +338,19 @@ def test_batch_size_cuts_batch_optimized_acquisitions_at_log_batch_starts():
         fresh = Harness()
         whole = fresh.sp.acquire("a", batches, 500, 0, mode=mode, batch_size=size)
         assert [(r.first_offset, r.last_offset) for r in whole.acquired] == [(0, 12)]
+
+
+def test_a_full_window_takes_no_new_record_to_finish_a_redelivered_batch():
+    """Found by the interleavings property: a window already at max_record_locks whose
+    redelivery reaches max_records inside a read batch that runs past the window must not
+    acquire that batch's new records (BATCH_OPTIMIZED passes the bound by less than a batch
+    only when the bound is reached inside the batch)."""
+    h = Harness(ShareConfig(max_record_locks=3, delivery_count_limit=2,
+                            record_lock_duration_ms=LOCK))
+    bo = AcquireMode.BATCH_OPTIMIZED
+    h.keep(h.sp.acquire("a", [(0, 2)], 3, 0, mode=bo))
+    h.expire(LOCK)  # 0-2 available again; the window stays full
+    again = h.keep(h.sp.acquire("a", [(0, 1), (2, 3)], 3, LOCK, mode=bo))
+    assert [(r.first_offset, r.last_offset, r.delivery_count)
+            for r in again.acquired] == [(0, 2, 2)]
+    assert h.sp.next_offset == 3
