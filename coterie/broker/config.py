@@ -78,7 +78,7 @@ DEFAULTS: dict[str, str] = {
     # Kafka's: the largest frame a SASL listener takes before authentication.
     "sasl.server.max.receive.size": "524288",
     # coterie's own: Prometheus metrics at http://HOST:PORT/metrics (coterie.broker.metrics,
-    # docs/operations-metrics.md); empty: off. Per-partition group series (committed
+    # docs/operations.md); empty: off. Per-partition group series (committed
     # offset, lag) can be turned off; metrics.series.max caps each per-group and
     # per-partition family.
     "metrics.listen": "",

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the broker (issue 28, point 2; docs/operations-metrics.md lists
+"""Prometheus metrics of the broker (issue 28, point 2; docs/operations.md lists
 every series).
 
 Off unless `metrics.listen=HOST:PORT` is set; then `/metrics` is served there in the

@@ -1,4 +1,4 @@
-"""The per-group series of `/metrics` (docs/operations-metrics.md): state, members, epoch,
+"""The per-group series of `/metrics` (docs/operations.md): state, members, epoch,
 rebalances, time to Stable, and committed offset and lag per partition.
 
 Two halves, both on the event loop:

@@ -4,7 +4,7 @@ A small WSGI app on prometheus_client's threading WSGI server, on threads of its
 event loop never serves HTTP. `GET /metrics` (or HEAD) answers the Prometheus text format;
 any other path is 404, any other method 405.
 
-**Who sees what** (docs/operations-metrics.md, "Security"):
+**Who sees what** (docs/operations.md, "Security"):
 
 * A broker with a SASL listener authenticates its clients, so a scrape must too: HTTP Basic
   credentials of one of the broker's users (coterie.broker.metrics_auth), else 401 with a

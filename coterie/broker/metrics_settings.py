@@ -1,4 +1,4 @@
-"""The metrics settings (coterie.broker.metrics; docs/operations-metrics.md): read apart from
+"""The metrics settings (coterie.broker.metrics; docs/operations.md): read apart from
 the metrics themselves so that the broker's config checks (coterie.broker.config) can refuse
 a bad value at start without importing the broker's parts."""
 

@@ -7,7 +7,7 @@ Kafka client properties file whose security settings (`security.protocol`, `ssl.
 `--timeout SECONDS`, the bound on the whole command, so that an unreachable cluster ends the
 command instead of retrying for ever.
 
-Exit codes a script can rely on (docs/operations-cli.md):
+Exit codes a script can rely on (docs/operations.md):
   0  done;
   1  the cluster said no or could not be reached: an unknown group or topic, a group that is
      not inactive, an authentication failure, no broker within --timeout ... with one line

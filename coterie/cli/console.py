@@ -6,7 +6,7 @@ The broker's console connects to the broker's own listener: a SASL_PLAINTEXT lis
 the broker has one (users then log in to the console as users of the cluster, and see what
 its ACLs let them describe), else a PLAINTEXT one. A broker with only TLS listeners cannot
 host its console (it would need a client certificate or trust store of its own): run
-`coterie console --command-config` beside it instead (docs/operations-console.md).
+`coterie console --command-config` beside it instead (docs/operations.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The tables have the columns of Kafka's `kafka-consumer-groups` (describe, `--state`,
 `--members [--verbose]`) so that an operator reads them as before; `--output json` gives
-scripts the same facts as one document (docs/operations-cli.md). `reset-offsets` follows the
+scripts the same facts as one document (docs/operations.md). `reset-offsets` follows the
 Kafka tool's rules: a dry run unless `--execute`, and only for an inactive group.
 """
 

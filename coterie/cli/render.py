@@ -4,7 +4,7 @@ Tables are rich tables without borders: columns aligned as in Kafka's tools (and
 that a row still splits on whitespace, a missing value shown as `-` as Kafka's tools do.
 When stdout is not a terminal the table is not cut to a terminal's width (a script reading
 it gets whole member ids). JSON goes to stdout as one document, indented, keys as documented
-in docs/operations-cli.md.
+in docs/operations.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Routes: `/` (groups), `/groups/{id}`, `/topics`, `/topics/{name}`, `/brokers`. Every page is
 rendered by `render.py` from what a `ConsoleSource` answers.
 
-Security (docs/operations-console.md): when the cluster is reached over SASL
+Security (docs/operations.md): when the cluster is reached over SASL
 (`security.protocol` SASL_PLAINTEXT or SASL_SSL), the console keeps no credentials of its own:
 every request must carry HTTP Basic credentials, and the console logs in to the cluster as
 that user with the configured mechanism (PLAIN or SCRAM). What the page shows is then what the

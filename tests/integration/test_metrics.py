@@ -1,4 +1,4 @@
-"""Prometheus metrics at `metrics.listen` (issue 28, point 2; docs/operations-metrics.md):
+"""Prometheus metrics at `metrics.listen` (issue 28, point 2; docs/operations.md):
 real brokers scraped over HTTP, each scrape parsed with prometheus_client's text parser.
 
 A rebalance of two confluent-kafka consumers moves the request counters and the group's
@@ -38,7 +38,7 @@ from tests.fixtures.coterie_broker import CoterieBroker, free_port
 
 pytestmark = pytest.mark.timeout(180)
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "operations-metrics.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
