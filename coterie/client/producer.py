@@ -22,27 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import io
-import itertools
-import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kio.records.schema import NewRecordBatch, Record, RecordHeader
-from kio.records.writers import write_new_batch
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
+from kio.static.primitive import TZAwareMicros
 
 from coterie.client.cluster import Cluster
 from coterie.client.errors import BrokerConnectionError, BrokerError, ClientError
 from coterie.client.leaders import DATA_API_RANGES, RETRIABLE, TP, Leaders, UnknownTopicError
 from coterie.client.security import SecuritySettings
 from coterie.client.versions import ApiKey
-from coterie.common.partitioning import default_partition
+from coterie.wire.batch_builder import BatchBuilder
 
 E = ErrorCode
 ACKS = (-1, 0, 1)
-RECORD_OVERHEAD = 24  # rough bytes per record beyond key, value and headers
 
 __all__ = ["ACKS", "Producer", "Sent", "UnknownTopicError"]
 
@@ -66,20 +60,14 @@ class Producer:
                  security: SecuritySettings | Mapping[str, object] | None = None) -> None:
         if acks not in ACKS:
             raise ValueError(f"acks must be one of {ACKS}, not {acks!r}")
-        if batch_bytes <= 0:
-            raise ValueError("batch_bytes must be positive")
         self.acks = acks
-        self.batch_bytes = batch_bytes
+        self.batches = BatchBuilder(batch_bytes)
         self.request_timeout_ms = request_timeout_ms
         self.cluster = Cluster(bootstrap, client_id=client_id, security=security,
                                request_timeout_ms=request_timeout_ms,
                                connect_timeout_ms=connect_timeout_ms,
                                api_ranges=DATA_API_RANGES)
         self.leaders = Leaders(self.cluster, timeout_s=request_timeout_ms / 1000)
-        self._pending: dict[TP, list[Record]] = {}
-        self._sizes: dict[TP, int] = {}
-        self._sticky: dict[str, int] = {}
-        self._rotation = itertools.count(random.randrange(1 << 16))
         self.sent: list[Sent] = []
 
     async def __aenter__(self) -> Producer:
@@ -94,7 +82,7 @@ class Producer:
 
     async def close(self) -> None:
         """Close the connections (records not flushed are dropped)."""
-        self._pending.clear()
+        self.batches.clear()
         await self.leaders.close()
         await self.cluster.close()
 
@@ -109,47 +97,30 @@ class Producer:
         partition it goes to."""
         count = await self.leaders.partition_count(topic)
         if partition is None:
-            if key is not None:
-                partition = default_partition(key, count)
-            else:
-                partition = self._sticky.setdefault(topic, next(self._rotation) % count)
+            partition = self.batches.partition_for(topic, key, count)
         elif not 0 <= partition < count:
             raise ClientError(f"topic {topic!r} has {count} partition(s); there is no "
                               f"partition {partition}")
         tp = (topic, partition)
-        records = self._pending.setdefault(tp, [])
-        hdrs = tuple(headers)
-        records.append(Record(
-            attributes=i8(0), timestamp=_now(), offset=i64(len(records)), key=key,
-            value=value, headers=tuple(RecordHeader(key=k.encode("utf-8"), value=v)
-                                       for k, v in hdrs)))
-        self._sizes[tp] = self._sizes.get(tp, 0) + RECORD_OVERHEAD + len(key or b"") \
-            + len(value or b"") + sum(len(k) + len(v or b"") for k, v in hdrs)
-        if self._sizes[tp] >= self.batch_bytes:
+        if self.batches.add(tp, key, value, headers, _now()):
             await self._flush(tp)
         return tp
 
     @property
     def buffered(self) -> int:
-        return sum(len(r) for r in self._pending.values())
+        return self.batches.buffered
 
     async def flush(self) -> None:
         """Send every buffered batch (in parallel) and wait for the acknowledgements."""
-        await asyncio.gather(*(self._flush(tp) for tp in sorted(self._pending)))
+        await asyncio.gather(*(self._flush(tp) for tp in self.batches.waiting()))
 
     async def _flush(self, tp: TP) -> None:
-        if self._sticky.get(tp[0]) == tp[1]:
-            del self._sticky[tp[0]]
-        records = self._pending.pop(tp, None)
-        self._sizes.pop(tp, None)
-        if not records:
+        taken = self.batches.take(tp)
+        if taken is None:
             return
-        buf = io.BytesIO()
-        write_new_batch(buf, NewRecordBatch(producer_id=i64(-1), producer_epoch=i16(-1),
-                                            base_sequence=i32(-1), records=tuple(records),
-                                            attributes=i16(0)))
-        base = await self._produce(tp, buf.getvalue())
-        self.sent.append(Sent(tp[0], tp[1], base, len(records)))
+        batch, count = taken
+        base = await self._produce(tp, batch)
+        self.sent.append(Sent(tp[0], tp[1], base, count))
 
     async def _produce(self, tp: TP, batch: bytes) -> int:
         loop = asyncio.get_running_loop()
