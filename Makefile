@@ -23,10 +23,11 @@ run: venv
 	$(BIN)/coterie serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
 # The storage tests start a real PostgreSQL server, the TLS tests make certificates with
-# openssl; this installs them when missing.
+# openssl, the console's test opens its pages in Chromium; this installs them when missing.
 postgresql:
 	@scripts/ensure-postgresql
 	@scripts/ensure-openssl
+	@scripts/ensure-chromium
 
 test: test-venv postgresql
 	$(BIN)/ruff check coterie tests benchmarks scripts

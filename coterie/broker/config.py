@@ -15,6 +15,7 @@ from pathlib import Path
 from coterie.assign.registry import UnknownAssignor, lookup
 from coterie.broker.acls import AuthorizerConfigError, authorizer_settings
 from coterie.broker.listeners import Listener, ListenerError, listeners_from
+from coterie.broker.metrics_settings import MetricsConfigError, metrics_settings
 from coterie.broker.sasl import SaslError, jaas_file, sasl_settings
 from coterie.broker.ssl_principal import RulesError, principal_mapper
 from coterie.broker.tls import TlsConfigError, server_context
@@ -71,6 +72,9 @@ DEFAULTS: dict[str, str] = {
     # are read from the database (docs/cluster.md, "The copy of a partition"). Coordinator
     # partitions and compacted topics are copied whole.
     "cluster.copy.bytes": str(256 * 1024 * 1024),
+    # coterie's own: where the broker serves its web console (coterie.console), HOST:PORT;
+    # empty: no console. It runs in a thread of its own and reads the broker as a client.
+    "console.listen": "",
     # How long a TLS client may take over its handshake before its connection is closed
     # (coterie's own: Kafka's broker has no such bound).
     "tls.handshake.timeout.ms": "10000",
@@ -78,6 +82,13 @@ DEFAULTS: dict[str, str] = {
     "connection.failed.authentication.delay.ms": "100",
     # Kafka's: the largest frame a SASL listener takes before authentication.
     "sasl.server.max.receive.size": "524288",
+    # coterie's own: Prometheus metrics at http://HOST:PORT/metrics (coterie.broker.metrics,
+    # docs/operations.md); empty: off. Per-partition group series (committed
+    # offset, lag) can be turned off; metrics.series.max caps each per-group and
+    # per-partition family.
+    "metrics.listen": "",
+    "metrics.group.partition.series.enable": "true",
+    "metrics.series.max": "10000",
 }
 
 STORAGE_SCHEMES = ("postgresql://", "postgres://")
@@ -199,6 +210,11 @@ class BrokerConfig:
             raise ConfigError("cluster.copy.bytes must be at least 1")
         if self.node_id < 0:
             raise ConfigError(f"node.id must be 0 or more, got {self.node_id}")
+        console = self.console_listen
+        if console is not None:
+            _host, sep, port = console.rpartition(":")
+            if not sep or not port.isdigit() or int(port) > 65535:
+                raise ConfigError(f"console.listen={console!r} must be HOST:PORT")
         if self.socket_request_max_bytes <= 0:
             raise ConfigError("socket.request.max.bytes must be positive")
         if self.max_partitions_per_request <= 0:
@@ -216,6 +232,10 @@ class BrokerConfig:
         try:
             authorizer_settings(self.props)
         except AuthorizerConfigError as e:
+            raise ConfigError(str(e)) from None
+        try:
+            metrics_settings(self.props)
+        except MetricsConfigError as e:
             raise ConfigError(str(e)) from None
         try:
             jaas_file(self.props)  # the JAAS file, when named, is read at start
@@ -264,6 +284,11 @@ class BrokerConfig:
             return ConsumerGroupConfig(**kwargs)  # type: ignore[arg-type]
         except ValueError as e:
             raise ConfigError(str(e)) from None
+
+    @property
+    def console_listen(self) -> str | None:
+        """Where the web console listens (HOST:PORT), or None for no console."""
+        return self.props.get("console.listen", "").strip() or None
 
     @property
     def node_id(self) -> int:

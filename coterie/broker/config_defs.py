@@ -460,6 +460,8 @@ COTERIE_CONFIGS: dict[str, int] = {
     "cluster.copy.bytes": LONG,
     "cluster.lease.ms": INT,
     "cluster.write.connections": INT,
+    # The web console the broker serves (coterie.console), HOST:PORT; empty: none.
+    "console.listen": STRING,
     "group.classic.max.member.metadata.bytes": INT,
     "group.consumer.client.assignment.timeout.ms": INT,
     "group.events.enable": BOOLEAN,
@@ -469,6 +471,10 @@ COTERIE_CONFIGS: dict[str, int] = {
     "java.security.auth.login.config": STRING,
     "log.max.open.files": INT,
     "max.partitions.per.request": INT,
+    # Prometheus metrics (coterie.broker.metrics).
+    "metrics.group.partition.series.enable": BOOLEAN,
+    "metrics.listen": STRING,
+    "metrics.series.max": INT,
     "storage": STRING,
 }
 STATIC_NAMES: frozenset[str] = frozenset(STATIC_CONFIGS) | frozenset(COTERIE_CONFIGS)

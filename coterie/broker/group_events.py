@@ -77,11 +77,19 @@ class GroupEventPublisher:
         # A cheap fingerprint of each group as last observed: most operations (heartbeats)
         # change nothing, and then no snapshot is taken at all.
         self._fingerprints: dict[str, Any] = {}
+        # Also handed every group's events (the broker's metrics count rebalances from
+        # them), if set: then events are derived even when they are not published.
+        self.on_events: Callable[[str, list[Event], int], None] | None = None
+
+    @property
+    def deriving(self) -> bool:
+        """Whether events are derived at all (published, or watched by `on_events`)."""
+        return self.enabled or self.on_events is not None
 
     # -- start-up ---------------------------------------------------------------------------
     def prime(self) -> None:
         """After loading: take every loaded group as known, so a restart is not news."""
-        if not self.enabled:
+        if not self.deriving:
             return
         for gid in self.runtime.group_ids():
             self.deriver.prime(gid, self._snapshot(gid))
@@ -104,7 +112,7 @@ class GroupEventPublisher:
         consumer group) is skipped at once after an operation that wrote none (a settled
         member's heartbeat, most of them); a classic group also changes state without
         records."""
-        if not self.enabled or not self.runtime.loaded:
+        if not self.deriving or not self.runtime.loaded:
             return
         if not wrote_records:
             group = self.runtime.group(group_id)
@@ -121,7 +129,9 @@ class GroupEventPublisher:
             now = self.now_ms()
             events = self.deriver.observe(group_id, self._snapshot(group_id), now, cause,
                                           self.runtime.shard_for(group_id).image.name_of)
-            if events:
+            if events and self.on_events is not None:
+                self.on_events(group_id, events, now)
+            if events and self.enabled:
                 self.publish(group_id, events, now)
         except Exception:
             log.exception("could not publish the events of group %s", group_id)

@@ -161,6 +161,8 @@ class GroupRuntime:
         # Called when a cluster broker makes a shard anew (`load_shard`): the broker hands
         # the groups' own configs over again (GroupConfigs.apply_all).
         self.on_new_shard: Callable[[], None] = lambda: None
+        # Told how long each load took, seconds (the broker's metrics), if set.
+        self.on_loaded: Callable[[float], None] | None = None
 
     # -- the parts ---------------------------------------------------------------------------
     @property
@@ -272,6 +274,8 @@ class GroupRuntime:
             log.exception("loading %s failed; group APIs stay unavailable", OFFSETS_TOPIC)
             raise
         now = self.now_ms()
+        if self.on_loaded is not None:
+            self.on_loaded((now - started) / 1000)
         for shard in self.router.shards:
             self.timers.apply(shard.timers_after_load(now))
         self.loaded = True
@@ -325,6 +329,8 @@ class GroupRuntime:
         if self.router.shards[partition] is not shard:
             return  # given up while loading
         now = self.now_ms()
+        if self.on_loaded is not None:
+            self.on_loaded((now - started) / 1000)
         self.timers.apply(shard.timers_after_load(now))
         owned.add(partition)
         if self._topics is not None:

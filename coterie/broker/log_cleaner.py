@@ -58,6 +58,8 @@ class LogCleaner:
         self.key_budget_bytes = key_budget_bytes
         self._stop = threading.Event()
         self._wake = asyncio.Event()
+        # Told of every pass that cleaned a partition (the broker's metrics), if set.
+        self.on_cleaned: Callable[[], None] | None = None
 
     def wake(self) -> None:
         """Look for work now instead of at the end of the backoff (tests, config changes)."""
@@ -113,6 +115,8 @@ class LogCleaner:
         installed = part.install_cleaned(result, retired)
         took = loop.time() - started
         await asyncio.to_thread(unlink_all, retired)
+        if installed and self.on_cleaned is not None:
+            self.on_cleaned()
         if installed:
             log.info("cleaned %s up to offset %d in %.2f s: %d segments into %d, %.1f MB "
                      "read, %.1f MB written, %d records removed", name, result.cleaned_to,

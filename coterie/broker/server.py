@@ -56,6 +56,8 @@ from coterie.broker.handlers.api_versions import unsupported_version_answer
 from coterie.broker.internal_topics import internal_topics
 from coterie.broker.large import BIG_FRAME, OffLoop, decoded_big, encoded_off_loop
 from coterie.broker.log_cleaner import LogCleaner
+from coterie.broker.metrics import BrokerMetrics
+from coterie.broker.metrics_settings import metrics_settings
 from coterie.broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from coterie.broker.peers import Peers
 from coterie.broker.producer_ids import ProducerIdAllocator
@@ -278,6 +280,16 @@ class Broker:
         self.dynamic_configs.watch(self._dynamic_changed, check=self._check_dynamic)
         self._refusals = RateLimitedLog(log)
         self._accept_errors = RateLimitedLog(log)
+        # Prometheus metrics (coterie.broker.metrics), when metrics.listen is set.
+        self.metrics: BrokerMetrics | None = None
+        settings = metrics_settings(config.props)
+        if settings is not None:
+            self.metrics = BrokerMetrics(settings, self)
+            self.services.metrics = self.metrics
+            self.group_events.on_events = self.metrics.group_events
+            self.groups.on_loaded = self.metrics.loaded
+            if self.cleaner is not None:
+                self.cleaner.on_cleaned = self.metrics.cleaned
 
     # -- dynamic broker configs ----------------------------------------------------------
     @staticmethod
@@ -410,6 +422,8 @@ class Broker:
                 listening.accept_from_now()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self.load_groups()))
+        if self.metrics is not None:
+            self.metrics.start()
         if self.cleaner is not None:
             self._tasks.append(asyncio.create_task(self.cleaner.run()))
         log.info("coterie listening on %s:%d (node %d, cluster %s, data %s)",
@@ -435,6 +449,8 @@ class Broker:
     async def stop(self) -> None:
         for listening in self._listeners:
             listening.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
         connections = [c for c in self.connections.live() if isinstance(c, ClientConnection)]
         tasks = [*self._tasks, *(c.task for c in connections if c.task is not None)]
         for conn in connections:
@@ -487,12 +503,14 @@ class Broker:
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
                     if self.cluster is not None:  # the database's log start leads
-                        await self.cluster.enforce_retention(now)
+                        deleted = await self.cluster.enforce_retention(now)
                     else:
                         retired: list[Path] = []
-                        self.logs.enforce_retention(now, retired)
+                        deleted = self.logs.enforce_retention(now, retired)
                         if retired:  # unlinking large files takes milliseconds each
                             await asyncio.to_thread(unlink_all, retired)
+                    if self.metrics is not None:
+                        self.metrics.retention_ran(deleted)
                 if time.monotonic() >= next_txn:
                     next_txn = time.monotonic() + txn_every
                     self.transactions.tick()
@@ -517,6 +535,8 @@ class Broker:
     def connection_gone(self, conn: Any) -> None:
         """A client connection closed: the share sessions it opened end, and their members'
         acquired records are released at once (as Kafka 4.2 does)."""
+        if self.metrics is not None:
+            self.metrics.closed(conn.listener)
         gone = self.services.share_sessions.disconnected(conn)
         if gone:
             task = asyncio.get_running_loop().create_task(self._release_sessions(gone))
@@ -567,6 +587,8 @@ class Broker:
                                     self.config.get_int("sasl.server.max.receive.size"))
         self.connections.add(conn)
         self.poller.add(conn.fd, conn)
+        if self.metrics is not None:
+            self.metrics.accepted(listener)
         log.debug("connection from %s", conn.peer)
 
     def _handle_frame(self, frame: bytes, peer: str, listener: str = "PLAINTEXT",
@@ -587,6 +609,8 @@ class Broker:
         collector's oldest generation on the way, set off a full collection every 15 s or
         so (120-200 ms pauses at 10,000 members); the keys alone are bytes, which the
         collector does not track."""
+        metrics = self.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         try:
             api_key, version = peek_api(frame)
         except DecodeError as e:
@@ -635,6 +659,8 @@ class Broker:
             response = api.handler(ctx, request)
         except Exception as e:
             raise _handler_failed(e, api, version, _who(head, peer)) from e
+        if metrics is not None:
+            response = metrics.track(api, version, started, response)
         if type(response) is CoroutineType:
             out = self._answer_later(response, api, head, ctx)
         elif response is None or type(response) is Parked:
@@ -658,6 +684,7 @@ class Broker:
         """`_handle_frame` for a frame of BIG_FRAME bytes or more: decoded, and answered,
         on a worker thread, with the coordinator hashes of its long strings computed there
         and lent while the handler runs (coterie.broker.large)."""
+        started = time.perf_counter()
         try:
             head, request, hashes = await asyncio.to_thread(decoded_big, frame, api.key,
                                                             version)
@@ -672,6 +699,8 @@ class Broker:
                 response = api.handler(ctx, request)
             except Exception as e:
                 raise _handler_failed(e, api, version, _who(head, peer)) from e
+            if self.metrics is not None:
+                response = self.metrics.track(api, version, started, response)
             if type(response) is Parked:
                 return self._answer_parked(response, await response.future)
             pending = response if type(response) is CoroutineType else _at_once(response)

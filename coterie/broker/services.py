@@ -64,6 +64,9 @@ class Services:
     # Each listener's advertised (host, port), by listener name (coterie.broker.listeners),
     # once the broker listens: what a client that came in on it is told.
     addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # The broker's Prometheus metrics (coterie.broker.metrics.BrokerMetrics) when
+    # metrics.listen is set; None: off (handlers then count nothing).
+    metrics: Any = None
 
     def now_ms(self) -> int:
         return self.clock()

@@ -13,8 +13,10 @@ leader of its topic partition, which reads the records it hands out. This module
 - **One operation at a time per share partition**, each followed by the durable write of
   what it changed (`Outcome.records`), before the caller answers anyone: nothing is told to a
   client before it is durable. The write is conditional on the partition's lease (a broker
-  that lost it writes nothing: NOT_LEADER_OR_FOLLOWER). A failed write leaves the in-memory
-  state ahead of the stored one, so the state is dropped and loaded again next time.
+  that lost it writes nothing: NOT_LEADER_OR_FOLLOWER), and on the state epoch of the copy
+  (one reset since by a coordinator elsewhere refuses it the same way). A failed write
+  leaves the in-memory state ahead of the stored one, so the state is dropped and loaded
+  again next time.
 - **Lock expiry.** One timer task sleeps until the earliest lock deadline of all share
   partitions, expires what is due, writes it, and wakes the share fetches waiting on those
   partitions (released records are news to them).
@@ -35,6 +37,7 @@ import heapq
 import logging
 import struct
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -43,20 +46,23 @@ from coterie.broker.config_defs import STATIC_CONFIGS
 from coterie.broker.context import LEADER_EPOCH
 from coterie.group import ShareGroupDescribeRequest
 from coterie.share import (
+    AbortedTransaction,
     AcquireMode,
+    FetchedBatch,
     OffsetNotAvailable,
     Outcome,
     ShareConfig,
     SharePartition,
     ShareSnapshotKey,
     ShareStateRecord,
+    aborted_batches,
     decode,
     encode,
     replay,
     resolve_start_offset,
 )
 from coterie.storage.api import Lease, Resource, TopicIdPartition
-from coterie.storage.errors import LeaseLost
+from coterie.storage.errors import LeaseLost, StateEpochFenced
 from coterie.wire.record_batch import batch_headers
 
 log = logging.getLogger("coterie.share")
@@ -90,6 +96,17 @@ def entry_record(entry: bytes) -> ShareStateRecord:
     return decode(entry[2:2 + n], entry[2 + n:])
 
 
+@dataclass(frozen=True, slots=True)
+class Read:
+    """What `SharePartitions.read_for` read: the stored bytes, (first offset, last offset,
+    start, end) of each batch in them, and (first, last) of the batches of aborted
+    transactions among them (read_committed only)."""
+
+    data: bytes = b""
+    batches: list[tuple[int, int, int, int]] = field(default_factory=list)
+    aborted: list[tuple[int, int]] = field(default_factory=list)
+
+
 class SharePartitions:
     """Every share partition of this broker; see the module docstring."""
 
@@ -121,7 +138,9 @@ class SharePartitions:
                                         "group.share.partition.max.record.locks"),
             delivery_count_limit=broker_int(self._services.config,
                                             "group.share.delivery.count.limit"),
-            record_lock_duration_ms=lock_ms)
+            record_lock_duration_ms=lock_ms,
+            read_committed=(self._group_config(group_id, "share.isolation.level")
+                            == "read_committed"))
 
     def _group_config(self, group_id: str, name: str) -> str | None:
         configs = self._services.group_configs
@@ -190,7 +209,7 @@ class SharePartitions:
                 raise ShareUnavailable(ErrorCode.offset_not_available, str(e)) from e
             sp, outcome = SharePartition.initialize(group_id, topic_id, partition, start, now,
                                                     config=config, leader_epoch=lease.epoch)
-            await self._write(key, outcome, lease)
+            await self._write(key, outcome, lease, sp.state_epoch)
         self._parts[key] = sp
         self._by_group.setdefault(group_id, set()).add(key)
         return sp
@@ -217,7 +236,7 @@ class SharePartitions:
         """Write what an operation changed; ErrorCode.none once durable. On failure the
         state is dropped (loaded again at next use) and the error is the partition's."""
         try:
-            await self._write(key, outcome, lease)
+            await self._write(key, outcome, lease, sp.state_epoch)
         except ShareUnavailable as e:
             self.forget(key)
             return e.code
@@ -225,7 +244,7 @@ class SharePartitions:
             self._schedule(key, sp)
         return ErrorCode.none
 
-    async def _write(self, key: Key, outcome: Outcome, lease: Lease) -> None:
+    async def _write(self, key: Key, outcome: Outcome, lease: Lease, state_epoch: int) -> None:
         records = outcome.records
         if not records:
             return
@@ -234,11 +253,15 @@ class SharePartitions:
                              if isinstance(r.key, ShareSnapshotKey)), default=None)
         try:
             if last_snapshot is None:
-                await self._store.append(key[0], tp, [entry_bytes(r) for r in records], lease)
+                await self._store.append(key[0], tp, [entry_bytes(r) for r in records], lease,
+                                         state_epoch=state_epoch)
             else:
                 await self._store.replace(key[0], tp, [entry_bytes(r) for r in
-                                                       records[last_snapshot:]], lease)
-        except LeaseLost as e:
+                                                       records[last_snapshot:]], lease,
+                                          state_epoch=state_epoch)
+        except (LeaseLost, StateEpochFenced) as e:
+            # Kafka answers FENCED_STATE_EPOCH as NOT_LEADER_OR_FOLLOWER too: the client
+            # retries, and the state, dropped by `persist`, is loaded again.
             raise ShareUnavailable(ErrorCode.not_leader_or_follower, str(e)) from e
         except Exception as e:
             log.warning("share state of %s not written: %s", key, e)
@@ -294,9 +317,19 @@ class SharePartitions:
     async def reset(self, group_id: str, topic: str, tp: TopicIdPartition,
                     start_offset: int) -> None:
         """AlterShareGroupOffsets: the share partition starts over at `start_offset` (a new
-        state epoch, nothing in flight); ShareUnavailable where this broker cannot write it."""
+        state epoch, nothing in flight); ShareUnavailable where it cannot be written.
+
+        Where this broker leads the partition, its own copy is reset and written under the
+        lease. Where another broker does (a cluster coordinator), the new state is written
+        with no lease and the next state epoch (`_reset_elsewhere`)."""
         key = (group_id, tp.topic_id, tp.partition)
-        lease = self.lease_of(topic, tp)
+        try:
+            lease = self.lease_of(topic, tp)
+        except ShareUnavailable:
+            if self._services.cluster is None:
+                raise
+            await self._reset_elsewhere(key, start_offset)
+            return
         now = self._services.now_ms()
         async with self.lock(key):
             sp = await self.state(key, topic, lease, now, subscribed_only=False)
@@ -304,6 +337,38 @@ class SharePartitions:
         if code != ErrorCode.none:
             raise ShareUnavailable(code, f"share state of {topic}-{tp.partition} not written")
         self._services.waiters.notify(topic, tp.partition)
+
+    async def _reset_elsewhere(self, key: Key, start_offset: int) -> None:
+        """Reset a share partition another broker leads, as Kafka's share coordinator
+        initializes it anew for AlterShareGroupOffsets: a snapshot at `start_offset` with
+        the stored state epoch plus one, written with `store.reset` (no lease: an
+        administrator's action on an empty group). The leader's copy, if it still holds one
+        from before, is older: its next write is refused (StateEpochFenced), which makes it
+        drop the copy and load this state. A reset racing with another is refused the
+        same way (NOT_LEADER_OR_FOLLOWER here; the administrator retries)."""
+        group_id, topic_id, partition = key
+        tp = TopicIdPartition(topic_id, partition)
+        async with self.lock(key):
+            self.forget(key)  # a copy from an earlier tenure here is stale from now on
+            try:
+                entries = await self._store.load(group_id, tp)
+            except Exception as e:
+                raise ShareUnavailable(ErrorCode.kafka_storage_error,
+                                       f"share state unreadable: {e}") from e
+            stored = replay([entry_record(e) for e in entries]) if entries else None
+            state_epoch = (stored.state_epoch if stored is not None else 0) + 1
+            _, outcome = SharePartition.initialize(
+                group_id, topic_id, partition, start_offset, self._services.now_ms(),
+                config=self.config_of(group_id), leader_epoch=-1, state_epoch=state_epoch)
+            try:
+                await self._store.reset(group_id, tp, [entry_bytes(r) for r in outcome.records],
+                                        state_epoch)
+            except StateEpochFenced as e:
+                raise ShareUnavailable(ErrorCode.not_leader_or_follower, str(e)) from e
+            except Exception as e:
+                log.warning("share state of %s not reset: %s", key, e)
+                raise ShareUnavailable(ErrorCode.kafka_storage_error,
+                                       f"share state not written: {e}") from e
 
     async def release_member(self, group_id: str, member_id: str) -> None:
         """Release what `member_id` holds in every share partition of its group (its share
@@ -338,51 +403,67 @@ class SharePartitions:
     # -- acquisition ----------------------------------------------------------------------
 
     def read_for(self, sp: SharePartition, topic: str, max_bytes: int, max_records: int
-                 ) -> tuple[bytes, list[tuple[int, int, int, int]]]:
-        """The whole batches at the share partition's next fetch offset, as stored, and
-        (first offset, last offset, start, end) of each in them.
+                 ) -> Read:
+        """The whole batches at the share partition's next fetch offset, as stored.
 
         Only as far as one acquisition can reach: `max_records` past the window's end, and
         not past the window's bound (max record locks from the start offset). Reading up to
         `max_bytes` instead made every ShareFetch read, and split, megabytes of which it
         took a few hundred records (docs/benchmarks.md, "Share groups: consume
-        throughput"). At least the batch holding the next fetch offset is read."""
+        throughput"). At least the batch holding the next fetch offset is read.
+
+        read_committed (the group's share.isolation.level): only below the last stable
+        offset, as Kafka's share fetch reads with TXN_COMMITTED isolation, so an open
+        transaction holds delivery there; and the batches of aborted transactions in what
+        was read are listed, for `acquire` to archive."""
         part = self._services.logs.partition(topic, sp.partition)
         if part is None:
-            return b"", []
+            return Read()
         # A cluster broker's copy may hold recent batches only: a share group reads from
         # the copy's start (docs/cluster.md, "The copy of a partition").
         offset = max(sp.next_fetch_offset(), part.local_start_offset)
-        hw = part.high_watermark
-        bound = min(hw, sp.next_offset + max(max_records, 1),
+        committed = sp.config.read_committed
+        end = part.last_stable_offset if committed else part.high_watermark
+        bound = min(end, sp.next_offset + max(max_records, 1),
                     sp.start_offset + sp.config.max_record_locks)
         if offset >= bound:
-            return b"", []
+            return Read()
         span = part.locate(offset, max(max_bytes, 1), bound)
         if span is None:  # the batch at `offset` holds the bound: that batch alone
-            span = part.locate(offset, 1, hw)
+            span = part.locate(offset, 1, end)
             if span is None:
-                return b"", []
-        seg, start, end = span
-        data = seg.read_range(start, end)
-        return data, [(h.base_offset, h.last_offset, h.position, h.end)
-                      for h in batch_headers(data)]
+                return Read()
+        seg, start, stop = span
+        data = seg.read_range(start, stop)
+        headers = batch_headers(data)
+        aborted: list[tuple[int, int]] = []
+        if committed and headers:
+            txns = [AbortedTransaction(t.producer_id, t.first_offset, t.last_offset)
+                    for t in part.aborted_transactions(headers[0].base_offset,
+                                                       headers[-1].next_offset)]
+            if txns:
+                aborted = aborted_batches(
+                    (FetchedBatch(h.base_offset, h.last_offset, h.producer_id,
+                                  h.is_transactional, h.is_control) for h in headers), txns)
+        return Read(data, [(h.base_offset, h.last_offset, h.position, h.end)
+                           for h in headers], aborted)
 
     @staticmethod
-    def acquire(sp: SharePartition, member_id: str, data: bytes,
-                batches: list[tuple[int, int, int, int]], max_records: int,
-                mode: AcquireMode, now: int) -> tuple[Outcome, bytes]:
+    def acquire(sp: SharePartition, member_id: str, read: Read, max_records: int,
+                mode: AcquireMode, now: int, batch_size: int = 0) -> tuple[Outcome, bytes]:
         """Acquire from the batches read for `member_id`; the outcome, and the stored bytes
         from the first batch holding an acquired record to the last (one slice: a batch in
         between whose records others hold goes too, and the client skips it, as it skips
         what is outside its acquired ranges)."""
+        batches = read.batches
         outcome = sp.acquire(member_id, [(f, last) for f, last, _, _ in batches],
-                             max_records, now, mode=mode)
+                             max_records, now, mode=mode, aborted=read.aborted,
+                             batch_size=batch_size)
         if not outcome.acquired:
             return outcome, b""
         lo, hi = outcome.acquired[0].first_offset, outcome.acquired[-1].last_offset
         held = [(s, e) for first, last, s, e in batches if first <= hi and lo <= last]
-        return outcome, data[held[0][0]:held[-1][1]] if held else b""
+        return outcome, read.data[held[0][0]:held[-1][1]] if held else b""
 
     # -- lock expiry ----------------------------------------------------------------------
 

@@ -15,6 +15,9 @@ import click
 from coterie.broker.add_scram import AddScramError, parse_add_scram
 from coterie.broker.config import BrokerConfig, ConfigError
 from coterie.broker.scram import ScramCredential
+from coterie.cli.console import console as console_command
+from coterie.cli.console import start_broker_console
+from coterie.console.server import ConsoleError
 
 
 def _fail(message: str) -> None:
@@ -107,11 +110,21 @@ async def _serve(config: BrokerConfig,
         reason = "address already in use" if e.errno == errno.EADDRINUSE else (e.strerror or e)
         where = config.props.get("listeners") or f"{config.host}:{config.port}"
         _fail(f"cannot listen on {where}: {reason}")
+    try:
+        # Its own thread and event loop: a console page never waits on, or delays, the
+        # broker's loop; it reads the broker through a listener like any client.
+        console = start_broker_console(config, broker.listener_specs, broker.listener_port)
+    except ConsoleError as e:
+        await broker.stop()
+        _fail(str(e))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if console is not None:
+        click.echo(f"coterie: console at {console.server.url if console.server else ''}",
+                   err=True)
     for spec in broker.listener_specs:
         host, port = broker.services.address(spec.name)
         click.echo(f"coterie: serving {spec.name} ({spec.protocol}) on "
@@ -123,4 +136,26 @@ async def _serve(config: BrokerConfig,
     serve_task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await serve_task
+    if console is not None:
+        await asyncio.to_thread(console.stop)
     await broker.stop()
+
+
+main.add_command(console_command)
+
+
+def _register_operator_commands() -> None:
+    """The operator commands (`coterie groups ...`, `coterie topics ...`, `coterie produce`,
+    `coterie consume`), imported here so that `coterie serve` does not load them."""
+    from coterie.cli.consume import consume
+    from coterie.cli.groups import groups
+    from coterie.cli.produce import produce
+    from coterie.cli.timeline import timeline
+    from coterie.cli.topics import topics
+
+    groups.add_command(timeline)
+    for command in (groups, topics, produce, consume):
+        main.add_command(command)
+
+
+_register_operator_commands()

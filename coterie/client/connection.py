@@ -371,6 +371,22 @@ class Connection:
         request = build(request_schema(api_key, version), fields)
         return await self.send(request, timeout_ms=timeout_ms)
 
+    async def call_no_response(self, api_key: int, fields: Mapping[str, Any]) -> None:
+        """Send a request the broker never answers (a Produce with acks=0): written and
+        drained, nothing waited for. Errors of the write close the connection."""
+        if self._closed_error is not None:
+            raise type(self._closed_error)(str(self._closed_error))
+        version = self.version(api_key)
+        request = build(request_schema(api_key, version), fields)
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        self._writer.write(encode_request(self._correlation, request, client_id=self.client_id))
+        try:
+            async with asyncio.timeout(self.request_timeout_ms / 1000):
+                await self._writer.drain()
+        except (TimeoutError, ConnectionError, OSError) as e:
+            self._shut(ConnectionClosedError(f"connection to {self.address} failed: {e!r}"))
+            raise ConnectionClosedError(f"{_api_name(api_key)} to {self.address}: {e!r}") from e
+
     async def send(self, request: Any, *, timeout_ms: float | None = None) -> Any:
         """Send a kio request entity as it is and return the decoded response entity.
         Schemas come from `coterie.wire.codec`, which knows coterie's extension APIs too.

@@ -19,7 +19,8 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 
 
 class ApiKey(enum.IntEnum):
-    """Kafka API keys the client library uses or is expected to use (the consumer's too)."""
+    """Kafka API keys the client library uses or is expected to use (the consumer's and the
+    operator commands' of `coterie.admin` too)."""
 
     PRODUCE = 0
     FETCH = 1
@@ -33,10 +34,25 @@ class ApiKey(enum.IntEnum):
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
     CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_DESCRIBE = 77
+    STREAMS_GROUP_DESCRIBE = 89
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 VersionRange = tuple[int, int]

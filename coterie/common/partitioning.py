@@ -1,4 +1,6 @@
-"""Which `__consumer_offsets` partition, and so which shard, coordinates a group.
+"""Which `__consumer_offsets` partition, and so which shard, coordinates a group; and which
+partition a keyed record goes to (`default_partition`, Kafka's murmur2 partitioner, shared by
+the Spark sink and the client's producer).
 
 Kafka maps a group id to a partition by Java's `String.hashCode` modulo the partition count;
 coterie does the same, so a group's records sit in the partition Kafka would put them in and
@@ -91,3 +93,35 @@ def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's mapping of a group to a coordinator partition (Utils.abs maps MIN_VALUE to 0)."""
     h = java_string_hash(group_id)
     return (0 if h == -(2**31) else abs(h)) % partitions
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash of a key (32-bit, as an unsigned int)."""
+    m, mask = 0x5BD1E995, 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = ((h * m) & mask) ^ k
+    tail = length % 4
+    if tail == 3:
+        h ^= data[whole + 2] << 16
+    if tail >= 2:
+        h ^= data[whole + 1] << 8
+    if tail >= 1:
+        h ^= data[whole]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h
+
+
+def default_partition(key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner for a keyed record (murmur2 of the key, as Java's
+    producer and librdkafka's murmur2_random do: a key lands where their clients put it)."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions

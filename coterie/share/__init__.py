@@ -23,12 +23,15 @@ from coterie.share.records import (
 )
 from coterie.share.replay import ShareReplayError, replay
 from coterie.share.states import AckType, AcquireMode, RecordState
+from coterie.share.transactions import AbortedTransaction, FetchedBatch, aborted_batches
 
 __all__ = [
+    "AbortedTransaction",
     "AckBatch",
     "AckType",
     "AcquireMode",
     "AcquiredRange",
+    "FetchedBatch",
     "OffsetNotAvailable",
     "Outcome",
     "RecordState",
@@ -44,6 +47,7 @@ __all__ = [
     "ShareUpdateKey",
     "ShareUpdateValue",
     "StateBatch",
+    "aborted_batches",
     "decode",
     "encode",
     "parse_duration_ms",

@@ -17,12 +17,15 @@ class ShareConfig:
     `snapshot_update_records_per_snapshot`-th write
     (share.coordinator.snapshot.update.records.per.snapshot, 500) is a full ShareSnapshot
     instead of a ShareUpdate, so that replay reads at most that many updates after a snapshot.
+    `read_committed` is the group's `share.isolation.level=read_committed` (default
+    read_uncommitted): acquire only below the last stable offset, archive aborted batches.
     """
 
     max_record_locks: int = 2000
     delivery_count_limit: int = 5
     record_lock_duration_ms: int = 30_000
     snapshot_update_records_per_snapshot: int = 500
+    read_committed: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_record_locks", "delivery_count_limit", "record_lock_duration_ms"):

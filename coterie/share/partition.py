@@ -206,7 +206,8 @@ class SharePartition:
     # ------------------------------------------------------------------------------------
 
     def acquire(self, member_id: str, fetched: Sequence[tuple[int, int]], max_records: int,
-                now: int, *, mode: AcquireMode = AcquireMode.RECORD_LIMIT) -> Outcome:
+                now: int, *, mode: AcquireMode = AcquireMode.RECORD_LIMIT,
+                aborted: Sequence[tuple[int, int]] = (), batch_size: int = 0) -> Outcome:
         """Acquire for `member_id` what the leader read: `fetched` is the (first, last) offsets
         of each batch it returned, read at `next_fetch_offset()`.
 
@@ -221,6 +222,17 @@ class SharePartition:
         delivered alone, as Kafka does, so that one poison record does not use up its
         neighbours' deliveries. Nothing is written for an acquisition; `records` holds only
         expiries.
+
+        `aborted` (read_committed, `transactions.aborted_batches`): (first, last) offsets of
+        fetched batches of aborted transactions. As Kafka's SharePartition does, they are
+        acquired with the rest (so they count against `max_records`), then archived at once
+        and left out of the acquired ranges; that archiving is written.
+
+        `batch_size` (ShareFetch's BatchSize; 0: none): in BATCH_OPTIMIZED mode, the acquired
+        records are handed out as AcquiredRecords of at least `batch_size` records each, cut
+        at the first fetched log batch that starts `batch_size` or more offsets after the
+        range's first, as Kafka 4.2's SharePartition splits a new acquisition into in-flight
+        batches. It changes how the ranges are told, not how many records are acquired.
         """
         records = list(self._expire(now))
         if max_records <= 0 or not fetched:
@@ -260,14 +272,36 @@ class SharePartition:
             count = min(max_records - len(taken), room, last - self._next + 1)
             if whole_batches and count > 0:
                 count = min(_batch_end(batches, self._next + count - 1), last) - self._next + 1
-            elif stop_after is not None and stop_after >= self._next:
+            elif stop_after is not None and stop_after >= self._next and room > 0:
+                # The batch max_records was reached in runs past the window: finish it,
+                # unless the window was already full (the bound is passed by less than
+                # one batch only when it is reached inside that batch).
                 count = min(stop_after, last) - self._next + 1
             for offset in range(self._next, self._next + max(count, 0)):
                 r = self._window[offset] = InFlight(RecordState.ACQUIRED, 1)
                 self._lock(offset, r, member_id, deadline)
                 taken.append((offset, 1))
             self._next += max(count, 0)
-        return Outcome(acquired=_ranges(taken), records=tuple(records))
+        if aborted:
+            taken = self._archive_aborted(taken, aborted, now, records)
+        cuts: frozenset[int] = frozenset()
+        if whole_batches and batch_size > 0:
+            cuts = frozenset(f for f, _ in batches)
+        return Outcome(acquired=_ranges(taken, cuts, batch_size), records=tuple(records))
+
+    def _archive_aborted(self, taken: list[tuple[int, int]], aborted: Sequence[tuple[int, int]],
+                         now: int, records: list[ShareStateRecord]) -> list[tuple[int, int]]:
+        """Archive the just-acquired offsets inside `aborted` ranges; the rest of `taken`."""
+        kept, archived = [], []
+        for offset, count in taken:
+            if any(first <= offset <= last for first, last in aborted):
+                self._end_lock(self._window[offset], RecordState.ARCHIVED)
+                archived.append(offset)
+            else:
+                kept.append((offset, count))
+        if archived:
+            records.extend(self._write(archived, now))
+        return kept
 
     def acknowledge(self, member_id: str, batches: Iterable[AckBatch | AckTuple],
                     now: int) -> Outcome:
@@ -497,11 +531,14 @@ def _batch_end(batches: list[tuple[int, int]], offset: int) -> int:
     return offset
 
 
-def _ranges(taken: list[tuple[int, int]]) -> tuple[AcquiredRange, ...]:
-    """Consecutive offsets delivered the same number of times, as one AcquiredRecords."""
+def _ranges(taken: list[tuple[int, int]], cuts: frozenset[int] = frozenset(),
+            batch_size: int = 0) -> tuple[AcquiredRange, ...]:
+    """Consecutive offsets delivered the same number of times, as one AcquiredRecords; a
+    range reaching `batch_size` offsets ends before the next of `cuts` (log batch starts)."""
     out: list[AcquiredRange] = []
     for offset, count in taken:
-        if out and out[-1].last_offset == offset - 1 and out[-1].delivery_count == count:
+        if (out and out[-1].last_offset == offset - 1 and out[-1].delivery_count == count
+                and not (offset in cuts and offset - out[-1].first_offset >= batch_size)):
             out[-1] = AcquiredRange(out[-1].first_offset, offset, count)
         else:
             out.append(AcquiredRange(offset, offset, count))

@@ -31,9 +31,9 @@ from coterie.client.consumer import CONSUMER_API_RANGES
 from coterie.client.errors import (
     BrokerConnectionError,
     BrokerError,
-    ClientError,
     SecuritySettingError,
 )
+from coterie.client.leaders import UnknownTopicError  # the client's: one error for one fact
 from coterie.client.subscription import TopicPartition
 from coterie.client.versions import ApiKey, VersionRange
 from coterie.spark.options import Connect
@@ -52,10 +52,6 @@ RETRIABLE = frozenset({E.not_leader_or_follower, E.leader_not_available, E.reque
 
 EARLIEST_TS = -2
 LATEST_TS = -1
-
-
-class UnknownTopicError(ClientError):
-    """A topic the query names does not exist."""
 
 
 @dataclass(frozen=True, slots=True)

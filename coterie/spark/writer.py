@@ -21,17 +21,12 @@ must deduplicate (e.g. on a key they put in the rows).
 from __future__ import annotations
 
 import datetime
-import io
-import itertools
 import logging
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from kio.records.schema import NewRecordBatch, Record, RecordHeader
-from kio.records.writers import write_new_batch
-from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
+from kio.static.primitive import TZAwareMicros
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -47,42 +42,9 @@ from pyspark.sql.types import (
 
 from coterie.spark.brokers import Brokers
 from coterie.spark.options import CoterieOptionError, WriteOptions
+from coterie.wire.batch_builder import TP, BatchBuilder
 
 log = logging.getLogger("coterie.spark")
-
-TP = tuple[str, int]
-RECORD_OVERHEAD = 24  # rough bytes per record beyond key, value and headers
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash of a key (32-bit, as an unsigned int)."""
-    m, mask = 0x5BD1E995, 0xFFFFFFFF
-    length = len(data)
-    h = (0x9747B28C ^ length) & mask
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (k * m) & mask
-        k ^= k >> 24
-        k = (k * m) & mask
-        h = ((h * m) & mask) ^ k
-    tail = length % 4
-    if tail == 3:
-        h ^= data[whole + 2] << 16
-    if tail >= 2:
-        h ^= data[whole + 1] << 8
-    if tail >= 1:
-        h ^= data[whole]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return h
-
-
-def default_partition(key: bytes, partitions: int) -> int:
-    """Kafka's default partitioner for a keyed record."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def check_write_schema(schema: StructType, opts: WriteOptions) -> None:
@@ -125,17 +87,15 @@ def _bytes(value: object) -> bytes | None:
 
 
 class _Batches:
-    """Per-partition buffers of kio records, flushed as Produce requests."""
+    """Per-partition buffers (`BatchBuilder`, shared with coterie's Python producer),
+    flushed as Produce requests."""
 
     def __init__(self, brokers: Brokers, opts: WriteOptions) -> None:
         self.brokers = brokers
         self.opts = opts
-        self.pending: dict[TP, list[Record]] = {}
-        self.sizes: dict[TP, int] = {}
+        self.batches = BatchBuilder(opts.batch_bytes)
         self.written: dict[TP, int] = {}
         self.partition_counts: dict[str, int] = {}
-        self.rotation = itertools.count(random.randrange(1 << 16))  # tasks start apart
-        self.sticky: dict[str, int] = {}
         self.now = TZAwareMicros.parse(datetime.datetime.now(datetime.UTC))
 
     def count(self, topic: str) -> int:
@@ -148,41 +108,23 @@ class _Batches:
     def add(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
             headers: Sequence[tuple[str, bytes | None]]) -> None:
         if partition is None:
-            n = self.count(topic)
-            if key is not None:
-                partition = default_partition(key, n)
-            else:  # sticky: fill one partition's batch, then move on (as Kafka's producer)
-                partition = self.sticky.setdefault(topic, next(self.rotation) % n)
+            partition = self.batches.partition_for(topic, key, self.count(topic))
         tp = (topic, partition)
-        records = self.pending.setdefault(tp, [])
-        records.append(Record(
-            attributes=i8(0), timestamp=self.now, offset=i64(len(records)), key=key,
-            value=value, headers=tuple(RecordHeader(key=k.encode("utf-8"), value=v)
-                                       for k, v in headers)))
-        size = self.sizes.get(tp, 0) + RECORD_OVERHEAD + len(key or b"") + len(value or b"") \
-            + sum(len(k) + len(v or b"") for k, v in headers)
-        self.sizes[tp] = size
-        if size >= self.opts.batch_bytes:
+        if self.batches.add(tp, key, value, headers, self.now):
             self.flush(tp)
 
     def flush(self, tp: TP) -> None:
-        if self.sticky.get(tp[0]) == tp[1]:
-            del self.sticky[tp[0]]
-        records = self.pending.pop(tp, None)
-        self.sizes.pop(tp, None)
-        if not records:
+        taken = self.batches.take(tp)
+        if taken is None:
             return
-        buf = io.BytesIO()
-        write_new_batch(buf, NewRecordBatch(producer_id=i64(-1), producer_epoch=i16(-1),
-                                            base_sequence=i32(-1), records=tuple(records),
-                                            attributes=i16(0)))
-        self.brokers.produce(tp, buf.getvalue(), acks=self.opts.acks,
+        batch, count = taken
+        self.brokers.produce(tp, batch, acks=self.opts.acks,
                              timeout_ms=self.opts.connect.request_timeout_ms)
-        self.written[tp] = self.written.get(tp, 0) + len(records)
+        self.written[tp] = self.written.get(tp, 0) + count
         self.now = TZAwareMicros.parse(datetime.datetime.now(datetime.UTC))
 
     def flush_all(self) -> None:
-        for tp in sorted(self.pending):
+        for tp in self.batches.waiting():
             self.flush(tp)
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "OffsetOutOfRange",
     "RegistrationLost",
     "SchemaTooNew",
+    "StateEpochFenced",
     "StorageError",
     "UnknownPartition",
     "UnknownTopic",
@@ -40,6 +41,13 @@ class SchemaTooNew(StorageError):
 class LeaseLost(StorageError):
     """The writer no longer holds the lease (owner and epoch) its write was conditional on:
     the lease expired, was released, or another broker took it. Nothing was written."""
+
+
+class StateEpochFenced(StorageError):
+    """A share partition's stored state has a newer state epoch than the write's: an
+    administrator reset it (AlterShareGroupOffsets through a broker not leading the
+    partition) since the writer loaded its copy. Nothing was written; the writer must load
+    the state again (Kafka's FENCED_STATE_EPOCH)."""
 
 
 class Diverged(StorageError):

@@ -48,7 +48,7 @@ import crc32c
 
 from coterie.log.files import atomic_write, fsync_dir
 from coterie.storage.api import Lease, TopicIdPartition
-from coterie.storage.errors import StorageError
+from coterie.storage.errors import StateEpochFenced, StorageError
 from coterie.storage.share_state import check_group_id, check_lease
 
 __all__ = ["SHARE_STATE_DIR", "FilesShareStateStore", "group_dir_name"]
@@ -95,6 +95,10 @@ class FilesShareStateStore:
         # file missing here is checked before it is appended to).
         self._ends: dict[Path, int] = {}
         self._unsynced: set[Path] = set()  # files and directories flush() must sync
+        # The state epoch of each partition's state, as written by this process (0 when
+        # not): kept in memory only, since a leader's copy older than a reset cannot outlive
+        # the process that holds it, and one broker leads every partition of its files.
+        self._state_epochs: dict[Path, int] = {}
         self._root.mkdir(parents=True, exist_ok=True)
         for left in self._root.glob(f"*{_DELETED_SUFFIX}"):
             shutil.rmtree(left, ignore_errors=True)  # a deletion a crash interrupted
@@ -106,7 +110,7 @@ class FilesShareStateStore:
     # -------------------------------------------------------------------------- writing
 
     async def append(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
-                     lease: Lease) -> None:
+                     lease: Lease, *, state_epoch: int = 0) -> None:
         """One frame of `entries` at the end of the partition's file, written to the OS (and
         synced with `fsync`) before returning. A torn frame left at the end by a crash is
         cut off first."""
@@ -116,6 +120,7 @@ class FilesShareStateStore:
             return
         frame = _frame(entries)
         path = group_dir / _file_name(tp)
+        self._fence(path, state_epoch, newer=False)
         self._make_group_dir(group_dir, group_id)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
@@ -148,14 +153,34 @@ class FilesShareStateStore:
                 self._unsynced.add(group_dir)
 
     async def replace(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
-                      lease: Lease) -> None:
+                      lease: Lease, *, state_epoch: int = 0) -> None:
         """A new file of `entries` renamed over the partition's (synced both sides of the
         rename), or no file when `entries` is empty."""
         group_dir = self._group_dir(group_id)
         check_lease(tp, lease)
+        self._fence(group_dir / _file_name(tp), state_epoch, newer=False)
         if not entries:
             self._delete_partition(group_dir, tp)
             return
+        self._rewrite(group_dir, group_id, tp, entries, state_epoch)
+
+    async def reset(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
+                    state_epoch: int) -> None:
+        """`replace` with no lease, if `state_epoch` is above the stored one."""
+        group_dir = self._group_dir(group_id)
+        if not entries:
+            raise ValueError("a reset writes a new snapshot: entries must not be empty")
+        self._fence(group_dir / _file_name(tp), state_epoch, newer=True)
+        self._rewrite(group_dir, group_id, tp, entries, state_epoch)
+
+    def _fence(self, path: Path, state_epoch: int, *, newer: bool) -> None:
+        stored = self._state_epochs.get(path, 0)
+        if stored > state_epoch or (newer and stored == state_epoch):
+            raise StateEpochFenced(f"the share state in {path.name} has state epoch {stored}, "
+                                   f"newer than {state_epoch}; nothing was written")
+
+    def _rewrite(self, group_dir: Path, group_id: str, tp: TopicIdPartition,
+                 entries: Sequence[bytes], state_epoch: int) -> None:
         data = _HEADER.pack(_MAGIC, _VERSION) + _frame(entries)
         path = group_dir / _file_name(tp)
         self._make_group_dir(group_dir, group_id)
@@ -163,6 +188,7 @@ class FilesShareStateStore:
         atomic_write(path, data)
         self._ends[path] = len(data)
         self._unsynced.discard(path)
+        self._state_epochs[path] = state_epoch
 
     async def delete(self, group_id: str, tp: TopicIdPartition | None = None) -> None:
         """Remove the partition's file, or the group's whole directory (renamed away first,
@@ -234,6 +260,7 @@ class FilesShareStateStore:
     def _delete_partition(self, group_dir: Path, tp: TopicIdPartition) -> None:
         path = group_dir / _file_name(tp)
         self._ends.pop(path, None)
+        self._state_epochs.pop(path, None)
         self._unsynced.discard(path)
         try:
             path.unlink()
@@ -253,6 +280,8 @@ class FilesShareStateStore:
         fsync_dir(self._root)
         for path in [p for p in self._ends if p.parent == group_dir]:
             del self._ends[path]
+        for path in [p for p in self._state_epochs if p.parent == group_dir]:
+            del self._state_epochs[path]
         self._unsynced = {p for p in self._unsynced if p != group_dir and p.parent != group_dir}
         shutil.rmtree(trash, ignore_errors=True)
 

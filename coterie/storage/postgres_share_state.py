@@ -23,6 +23,10 @@ Why this shape (docs/share-state-storage.md has the long form):
 - **Rows are keyed by the SHA-256 of the group id**, since a group id may be longer than a
   btree index entry can be; the id itself is kept once per partition with state.
 
+- **A state epoch per partition** (`share_states.state_epoch`): the upsert that numbers an
+  append also checks it, a leader's write at or above it, a reset above it (and a reset
+  takes no lease, as a delete); refused, nothing is written (StateEpochFenced).
+
 Reads and deletes take no lease and run as single statements. All of it over one `Database`
 (a connection and its lock), as the partition log.
 """
@@ -36,7 +40,7 @@ import psycopg
 
 from coterie.storage.api import Lease, TopicIdPartition
 from coterie.storage.database import Database
-from coterie.storage.errors import LeaseLost, UnknownPartition
+from coterie.storage.errors import LeaseLost, StateEpochFenced, UnknownPartition
 from coterie.storage.leases import lost_because
 from coterie.storage.share_state import check_group_id, check_lease
 
@@ -53,14 +57,19 @@ FOR SHARE OF l FOR KEY SHARE OF p
 """
 
 # Number the entries after the ones stored (creating the partition's row, or locking it and
-# advancing its counter) and insert them, in one statement; answers the first one's number.
-_APPEND = """
+# advancing its counter) and insert them, in one statement; answers the first one's number,
+# or no row when the stored state epoch fences the write ({fence}: `<=` for a leader's
+# write, `<` for a reset; the row is locked either way).
+_APPEND_FENCED = """
 WITH head AS (
-    INSERT INTO share_states AS s (group_key, topic_id, partition, group_id, next_seq)
+    INSERT INTO share_states AS s (group_key, topic_id, partition, group_id, next_seq,
+                                   state_epoch)
     VALUES (%(key)s, %(topic_id)s::uuid, %(partition)s::integer, %(group_id)s,
-            %(count)s::bigint)
+            %(count)s::bigint, %(state_epoch)s::integer)
     ON CONFLICT (group_key, topic_id, partition)
-        DO UPDATE SET next_seq = s.next_seq + EXCLUDED.next_seq
+        DO UPDATE SET next_seq = s.next_seq + EXCLUDED.next_seq,
+                      state_epoch = EXCLUDED.state_epoch
+        WHERE s.state_epoch {fence} EXCLUDED.state_epoch
     RETURNING s.next_seq - %(count)s::bigint AS first_seq
 ), written AS (
     INSERT INTO share_state_entries (group_key, topic_id, partition, seq, data)
@@ -70,6 +79,8 @@ WITH head AS (
 )
 SELECT first_seq FROM head
 """
+_APPEND = _APPEND_FENCED.format(fence="<=")
+_RESET = _APPEND_FENCED.format(fence="<")
 
 # What a replace's new entries replace: every entry numbered before them. A statement of its
 # own, after _APPEND locked the partition's row: it sees every append committed before.
@@ -114,7 +125,7 @@ class PostgresShareStateStore:
     # -------------------------------------------------------------------------- writing
 
     async def append(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
-                     lease: Lease) -> None:
+                     lease: Lease, *, state_epoch: int = 0) -> None:
         """Add `entries` after the stored ones, in one transaction conditional on `lease`:
         LeaseLost (UnknownPartition for a partition that does not exist) and nothing
         written otherwise. An empty `entries` writes nothing, but is still refused under a
@@ -125,11 +136,10 @@ class PostgresShareStateStore:
         async with self._db.transaction() as conn:
             await _lock(conn, tp, lease)
             if data:
-                await conn.execute(_APPEND, {**params, "group_id": group_id,
-                                             "count": len(data), "data": data})
+                await _append(conn, _APPEND, params, group_id, data, state_epoch)
 
     async def replace(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
-                      lease: Lease) -> None:
+                      lease: Lease, *, state_epoch: int = 0) -> None:
         """Make `entries` the whole stored list, in one transaction conditional on `lease`
         (as `append`): appended, which locks the partition's row (so an append of another
         connection comes wholly before or after), then every entry before them deleted.
@@ -142,11 +152,21 @@ class PostgresShareStateStore:
             if not data:
                 await conn.execute(_DELETE_PARTITION, params)
                 return
-            cur = await conn.execute(_APPEND, {**params, "group_id": group_id,
-                                               "count": len(data), "data": data})
-            row = await cur.fetchone()
-            assert row is not None
-            await conn.execute(_DELETE_BEFORE, {**params, "first": row[0]})
+            first = await _append(conn, _APPEND, params, group_id, data, state_epoch)
+            await conn.execute(_DELETE_BEFORE, {**params, "first": first})
+
+    async def reset(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
+                    state_epoch: int) -> None:
+        """`replace` with no lease, conditional on `state_epoch` being above the stored one
+        (StateEpochFenced otherwise): the row's lock orders it with the leader's writes,
+        which are then refused until the leader loads the new state."""
+        params = _params(group_id, tp)
+        data = [bytes(e) for e in entries]
+        if not data:
+            raise ValueError("a reset writes a new snapshot: entries must not be empty")
+        async with self._db.transaction() as conn:
+            first = await _append(conn, _RESET, params, group_id, data, state_epoch)
+            await conn.execute(_DELETE_BEFORE, {**params, "first": first})
 
     async def delete(self, group_id: str, tp: TopicIdPartition | None = None) -> None:
         """Drop the group's state on `tp`, or on every partition: one statement, no lease
@@ -173,6 +193,20 @@ class PostgresShareStateStore:
             cur = await conn.execute(_PARTITIONS_OF, {"key": key})
             rows = await cur.fetchall()
         return sorted(TopicIdPartition(t, p) for t, p in rows)
+
+
+async def _append(conn: psycopg.AsyncConnection, statement: str, params: dict[str, object],
+                  group_id: str, data: list[bytes], state_epoch: int) -> int:
+    """Run `_APPEND` or `_RESET`; the first new entry's sequence number, StateEpochFenced
+    when the stored state epoch refused it (and the transaction then rolls back)."""
+    cur = await conn.execute(statement, {**params, "group_id": group_id, "count": len(data),
+                                         "data": data, "state_epoch": state_epoch})
+    row = await cur.fetchone()
+    if row is None:
+        raise StateEpochFenced(f"the share state of {group_id!r} on {params['topic_id']}-"
+                               f"{params['partition']} has a newer state epoch than "
+                               f"{state_epoch}; nothing was written")
+    return int(row[0])
 
 
 def _params(group_id: str, tp: TopicIdPartition) -> dict[str, object]:

@@ -5,7 +5,7 @@ it must check an idempotent producer's next sequence and know where each open tr
 began exactly as if it had replayed the whole partition; and a read_committed fetch below
 the copy needs the aborted transactions of the range it reads. Every batch row carries the
 header fields these rules look at (`producer_id`, `producer_epoch`, `base_sequence`, offsets,
-`is_transactional`, `is_control`), and three partial indexes (schema version 7) answer each
+`is_transactional`, `is_control`), and three partial indexes (schema version 8) answer each
 question with short index walks, so neither reads a data batch's bytes: only a transaction
 marker's first bytes, where its type (COMMIT or ABORT) is.
 

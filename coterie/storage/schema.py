@@ -211,6 +211,13 @@ CREATE TABLE share_state_entries (
 );
 """
 
+# The state epoch of each share partition's stored state (coterie.storage.share_state): a
+# write carrying an older one is refused, so that a leader's copy loaded before an
+# administrator's reset (AlterShareGroupOffsets through another broker) cannot overwrite it.
+_V7 = """
+ALTER TABLE share_states ADD COLUMN state_epoch integer NOT NULL DEFAULT 0;
+"""
+
 # A broker taking a partition over copies only its recent batches (coterie.broker.cluster),
 # so the producer state as of the copy's start is read from the rows' header columns
 # (coterie.storage.producer_rows), never from their bytes. Each question is a short walk of
@@ -218,7 +225,7 @@ CREATE TABLE share_state_entries (
 # its transaction markers (the last one before a point), its transactional data batches
 # (the first one after that marker: where its open transaction began). Partial indexes, so
 # that batches of no producer cost nothing more, and plain idempotent ones one entry.
-_V7 = """
+_V8 = """
 CREATE INDEX batches_by_producer ON batches (topic_id, partition, producer_id, base_offset)
     WHERE producer_id >= 0;
 CREATE INDEX batches_markers ON batches (topic_id, partition, producer_id, base_offset)
@@ -234,7 +241,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "each broker's listeners", _V4),
     Migration(5, "SCRAM credentials and ACLs", _V5),
     Migration(6, "share partitions' state", _V6),
-    Migration(7, "producer state from the batches' header columns", _V7),
+    Migration(7, "share partitions' state epochs", _V7),
+    Migration(8, "producer state from the batches' header columns", _V8),
 )
 
 

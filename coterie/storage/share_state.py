@@ -25,7 +25,14 @@ The rules every implementation keeps:
 - **A write is all or nothing**: after a crash, a load sees each append and each replace
   either whole or not at all (on files, a torn last append is dropped when loaded).
 - **Reads and deletes need no lease**: any broker describes a group's share offsets, and
-  deleting a group's state is an administrator's action, not a leader's.
+  deleting a group's state is an administrator's action, not a leader's. So is `reset`
+  (AlterShareGroupOffsets through a broker that does not lead the partition).
+- **Writes are fenced by the state epoch too**: each partition's stored state has a state
+  epoch (0 until written otherwise). `append` and `replace` carry the writer's (its copy's)
+  and are refused with StateEpochFenced, nothing written, when a newer one is stored; a
+  `replace` may raise it (the leader's own reset). `reset` stores its new one, and is
+  refused when it is not newer than the stored one. So a leader's copy loaded before an
+  administrator's reset can never write over it: its first write fails and it loads again.
 - **An empty list is no state**: a partition whose stored list is empty (never written,
   replaced by nothing, deleted) is not among `partitions_of`, and loads as [].
 - **Group ids** are any non-empty string without NUL ("\\0", which PostgreSQL's text cannot
@@ -58,9 +65,11 @@ class ShareStateStore(Protocol):
         ...
 
     async def append(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
-                     lease: Lease) -> None:
+                     lease: Lease, *, state_epoch: int = 0) -> None:
         """Add `entries` after the ones stored, all or nothing, durably before returning,
         if `lease` (the partition's) is still held; LeaseLost, and nothing written, if not.
+        StateEpochFenced, nothing written, when the stored state epoch is above
+        `state_epoch` (module docstring).
 
         Why: each state change (records acquired, acknowledged, released) is written as a
         small update rather than the whole state; the acknowledgement is answered to the
@@ -69,14 +78,27 @@ class ShareStateStore(Protocol):
         ...
 
     async def replace(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
-                      lease: Lease) -> None:
+                      lease: Lease, *, state_epoch: int = 0) -> None:
         """Make `entries` the whole stored list, atomically (a reader, or a load after a
-        crash, sees the old list or the new one, never a mix), under `lease` as `append`.
-        An empty `entries` leaves no state (as `delete` of the partition, but fenced).
+        crash, sees the old list or the new one, never a mix), under `lease` and
+        `state_epoch` as `append`; `state_epoch` is then the stored one. An empty `entries`
+        leaves no state (as `delete` of the partition, but fenced).
 
         Why: updates pile up; the state machine writes a snapshot of the whole state now
         and then, and the updates it makes obsolete go with it, so that a load replays a
         bounded history."""
+        ...
+
+    async def reset(self, group_id: str, tp: TopicIdPartition, entries: Sequence[bytes],
+                    state_epoch: int) -> None:
+        """Make `entries` (a new snapshot) the whole stored list with `state_epoch`, as
+        `replace` does but with no lease; StateEpochFenced, nothing written, unless
+        `state_epoch` is above the stored one.
+
+        Why: AlterShareGroupOffsets is answered by the group's coordinator, which in a
+        cluster need not lead the partition (Kafka's share coordinator writes a new state
+        epoch the same way). The group has no members; the state epoch keeps the leader's
+        old copy, if it still has one, from writing over the reset."""
         ...
 
     async def delete(self, group_id: str, tp: TopicIdPartition | None = None) -> None:

@@ -8,7 +8,9 @@ consumers on a topic led by all three brokers get every record once; the leader 
 partition killed with -9 gives way to another that loads the state from the database, and
 nothing accepted is delivered again, nothing unaccepted lost; the coordinator killed, the
 members rejoin the next one; a broker that lost a lease writes no share state
-(NOT_LEADER_OR_FOLLOWER) and a broker taking a partition back reloads its state.
+(NOT_LEADER_OR_FOLLOWER) and a broker taking a partition back reloads its state; share
+offsets deleted or altered through a coordinator that does not lead the partition are what
+the group's next member starts from.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer, TopicCollection
@@ -405,3 +408,64 @@ def test_kafka_share_groups_deletes_offsets_the_leader_is_another_broker(share_c
     finally:
         again.close()
     assert sorted(m.value() for m in got) == sorted(values)
+
+
+def _alter(cluster: CoterieCluster, coordinator: int, group: str, topic: str,
+           start_offset: int) -> Any:
+    """AlterShareGroupOffsets of partition 0 to `start_offset`, sent to `coordinator`;
+    retried while the group still has the member that just left (NON_EMPTY_GROUP)."""
+    from kio.schema.alter_share_group_offsets.v0.request import (
+        AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsRequestPartition,
+        AlterShareGroupOffsetsRequestTopic,
+    )
+
+    from tests.kafka_raw import RawConnection
+
+    b = cluster.broker(coordinator)
+    request = AlterShareGroupOffsetsRequest(group_id=group, topics=(
+        AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
+            AlterShareGroupOffsetsRequestPartition(partition_index=0,
+                                                   start_offset=start_offset),)),))
+
+    def attempt():
+        with RawConnection(b.host, b.port) as conn:
+            answer = conn.request(request)
+        return None if answer.error_code == ErrorCode.non_empty_group else answer
+    return wait_until(attempt, 30, "the group to be empty")
+
+
+def test_share_offsets_altered_through_a_coordinator_not_leading_the_partition(share_cluster):
+    """AlterShareGroupOffsets goes to the group's coordinator, here not the partition's
+    leader: the coordinator writes the new start offset with the next state epoch, and the
+    group's next member starts there (rewound: records accepted before come again)."""
+    cluster = share_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("rewind", 1, 1)])["rewind"].result(30)
+    (leader,) = _led(cluster, "rewind").values()
+    group, coordinator = next(((g, c) for g, c in (
+        (g, wait_until(lambda g=g: _coordinator(cluster, g), 20, "a coordinator"))
+        for g in (f"rewinders-{i}" for i in range(30))) if c != leader), (None, None))
+    assert group is not None, "every candidate group is coordinated by the leader"
+    (future,) = admin.incremental_alter_configs([ConfigResource(
+        ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+            "share.auto.offset.reset", "earliest",
+            incremental_operation=AlterConfigOpType.SET)])]).values()
+    future.result(10)
+    values = [f"r{i}".encode() for i in range(10)]
+    _produce(cluster, "rewind", values, partition=0)
+    first = _consumer(cluster, group, "rewind")
+    try:
+        assert sorted(m.value() for m in _drain([first], len(values), 30)) == sorted(values)
+    finally:
+        first.close()
+    answer = _alter(cluster, coordinator, group, "rewind", 3)
+    assert answer.error_code == ErrorCode.none, answer
+    ((partition,),) = [t.partitions for t in answer.responses]
+    assert partition.error_code == ErrorCode.none, partition
+    again = _consumer(cluster, group, "rewind")
+    try:
+        got = _drain([again], len(values) - 3, 30)
+    finally:
+        again.close()
+    assert sorted(m.value() for m in got) == sorted(values[3:])

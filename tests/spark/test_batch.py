@@ -19,13 +19,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from coterie.common.partitioning import default_partition
 from coterie.spark.brokers import Brokers
 from coterie.spark.options import Connect, read_options
 from coterie.spark.planning import DataLossError
 from coterie.spark.ranges import OffsetRange
 from coterie.spark.reader import read_range
 from coterie.spark.schema import arrow_schema, source_schema
-from coterie.spark.writer import default_partition
 from tests.spark.helpers import by_position, create_topic, produce
 
 pytestmark = pytest.mark.timeout(240)

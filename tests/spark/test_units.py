@@ -18,6 +18,7 @@ from kio.records.writers import write_new_batch
 from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
 from coterie.client.records import decode_batches
+from coterie.common.partitioning import murmur2
 from coterie.spark.columns import decode_columns
 from coterie.spark.options import (
     EARLIEST,
@@ -33,7 +34,6 @@ from coterie.spark.ranges import (
     to_offset_json,
 )
 from coterie.spark.schema import arrow_schema, source_schema
-from coterie.spark.writer import murmur2
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 

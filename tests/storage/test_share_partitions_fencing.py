@@ -192,3 +192,50 @@ def test_a_leader_whose_group_has_no_session_left_reloads_what_its_coordinator_d
         coordinator.close()
 
     with_dbs(pg_dsn, scenario, n=2)
+
+
+def test_an_alter_through_a_coordinator_not_leading_fences_the_leaders_copy(pg_dsn) -> None:
+    """AlterShareGroupOffsets answered by the group's coordinator, which does not lead the
+    partition: it writes a new snapshot at the new start offset with the next state epoch,
+    under no lease. The leader's copy from before (here still cached: a share session
+    outlived its member) cannot write over it: its next write is refused
+    (NOT_LEADER_OR_FOLLOWER, as Kafka answers FENCED_STATE_EPOCH), it drops the copy, and
+    loads the new state, at the new start offset."""
+    async def scenario(db1, db2) -> None:
+        (tp,), (lease1,) = await topic_with_leases(db1, "t")
+        key = ("g", tp.topic_id, tp.partition)
+        leader = SharePartitions(_services(1, _Cluster({("t", 0): lease1}), tp.topic_id),
+                                 PostgresShareStateStore(db1))
+        coordinator = SharePartitions(_services(2, _Cluster(), tp.topic_id),
+                                      PostgresShareStateStore(db2))
+        async with leader.lock(key):
+            sp = await leader.state(key, "t", lease1, 1_000)
+            sp.acquire("m", [(100, 109)], 100, 1_000, mode=AcquireMode.RECORD_LIMIT)
+            done = sp.acknowledge("m", [AckBatch(100, 101, (ACCEPT,))], 1_000)
+            assert await leader.persist(key, sp, done, lease1) == ErrorCode.none
+        assert (sp.start_offset, sp.state_epoch) == (102, 0)
+        await coordinator.reset("g", "t", tp, 40)
+        async with leader.lock(key):
+            stale = await leader.state(key, "t", lease1, 1_000)
+            assert stale is sp  # still cached: nothing told the leader
+            late = stale.acknowledge("m", [AckBatch(102, 109, (ACCEPT,))], 1_000)
+            assert await leader.persist(key, stale, late, lease1) == \
+                ErrorCode.not_leader_or_follower
+        assert leader.cached(key) is None
+        async with leader.lock(key):
+            fresh = await leader.state(key, "t", lease1, 1_000)
+        assert (fresh.start_offset, fresh.state_epoch) == (40, 1)
+        got = fresh.acquire("m2", [(40, 44)], 100, 1_000, mode=AcquireMode.RECORD_LIMIT)
+        assert [(r.first_offset, r.last_offset) for r in got.acquired] == [(40, 44)]
+        assert await leader.persist(key, fresh, got, lease1) == ErrorCode.none
+        # A second alter goes on from the stored epoch.
+        await coordinator.reset("g", "t", tp, 7)
+        async with leader.lock(key):
+            assert await leader.persist(key, fresh, fresh.release_member("m2", 1_000),
+                                        lease1) == ErrorCode.not_leader_or_follower
+            again = await leader.state(key, "t", lease1, 1_000)
+        assert (again.start_offset, again.state_epoch) == (7, 2)
+        leader.close()
+        coordinator.close()
+
+    with_dbs(pg_dsn, scenario, n=2)

@@ -28,7 +28,7 @@ from coterie.log.manager import LogManager
 from coterie.storage import leases
 from coterie.storage.api import Lease, Resource, TopicIdPartition
 from coterie.storage.database import Database
-from coterie.storage.errors import LeaseLost, StorageError, UnknownPartition
+from coterie.storage.errors import LeaseLost, StateEpochFenced, StorageError, UnknownPartition
 from coterie.storage.files_share_state import (
     SHARE_STATE_DIR,
     FilesShareStateStore,
@@ -736,3 +736,33 @@ def test_the_layout_on_disk(tmp_path: Path) -> None:
     (root / "left-0123.deleted" / "x").mkdir(parents=True)
     h.run(lambda c: _expect(c, {("g", tp): []}))
     assert list(root.iterdir()) == []
+
+
+def test_a_reset_fences_every_write_of_an_older_state_epoch(harness: Harness) -> None:
+    """AlterShareGroupOffsets through a broker not leading the partition: `reset` writes a
+    new snapshot with no lease and a newer state epoch; from then on the leader's copy,
+    loaded before, can write nothing (StateEpochFenced), until it loads the new state."""
+    async def scenario(c: Ctx) -> None:
+        await c.store.replace("g", c.tp, [b"s0"], c.lease(), state_epoch=0)
+        await c.store.append("g", c.tp, [b"u0"], c.lease(), state_epoch=0)
+        await c.store.reset("g", c.tp, [b"s1"], 1)
+        assert await c.store.load("g", c.tp) == [b"s1"]
+        with pytest.raises(StateEpochFenced):
+            await c.store.append("g", c.tp, [b"late"], c.lease(), state_epoch=0)
+        with pytest.raises(StateEpochFenced):
+            await c.store.replace("g", c.tp, [b"late"], c.lease(), state_epoch=0)
+        with pytest.raises(StateEpochFenced):  # a reset must be newer than what is stored
+            await c.store.reset("g", c.tp, [b"again"], 1)
+        assert await c.store.load("g", c.tp) == [b"s1"]
+        # The leader, having loaded the new state, writes at its epoch, and resets itself.
+        await c.store.append("g", c.tp, [b"u1"], c.lease(), state_epoch=1)
+        await c.store.replace("g", c.tp, [b"s2"], c.lease(), state_epoch=2)
+        assert await c.store.load("g", c.tp) == [b"s2"]
+        # A reset where nothing is stored starts the state; an empty one is refused.
+        await c.store.reset("g", c.tps[1], [b"n"], 1)
+        assert await c.store.load("g", c.tps[1]) == [b"n"]
+        with pytest.raises(ValueError):
+            await c.store.reset("g", c.tp, [], 3)
+        assert await c.store.partitions_of("g") == sorted(c.tps[:2])
+
+    harness.run(scenario)

@@ -445,4 +445,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             break
         await ctx.services.waiters.wait(keys, remaining)
     # No await between the last plan and this: the planned byte ranges are still current.
+    metrics = getattr(ctx.services, "metrics", None)  # (None in services made up by tests)
+    if metrics is not None:
+        metrics.fetched(ctx.services.logs, topics)
     return _encode(ctx, topics)

@@ -14,8 +14,12 @@ Long poll: with nothing acquired and `max_wait` left, the request waits on its p
 and is woken by an append, by a lock expiring or by records released; then it tries again.
 
 Limits: `max_records` counts the records acquired over the whole request, `max_bytes` the
-bytes of the batches sent (at least one batch, as Fetch's KIP-74 rule); `batch_size` is a
-hint coterie does not split by (docs/share-groups.md).
+bytes of the batches sent (at least one batch, as Fetch's KIP-74 rule); `batch_size` cuts
+the acquired records, in BATCH_OPTIMIZED mode, into AcquiredRecords of at least that many
+records at log-batch starts, as Kafka 4.2 does (it does not bound what one fetch
+acquires). A read_committed group (share.isolation.level) acquires only below the last
+stable offset, and the batches of aborted transactions are archived instead of handed out
+(SharePartitions.read_for).
 
 Errors, as Kafka 4.2 answers them: the request's whole answer for a session error
 (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED,
@@ -149,15 +153,18 @@ def _acquire_mode(ctx: RequestContext, request: Any) -> AcquireMode | None:
 
 async def _fetch_round(ctx: RequestContext, request: Any, parts: dict[TP, _Partition],
                        order: list[TP], mode: AcquireMode, readable: dict[Any, bool]
-                       ) -> tuple[int, list[tuple[str, int]]]:
-    """One pass over the session's partitions: acquire what there is; the records acquired
-    and the (topic, partition) keys to wait on."""
+                       ) -> tuple[int, list[tuple[str, int]], bool]:
+    """One pass over the session's partitions: acquire what there is; the records acquired,
+    the (topic, partition) keys to wait on, and whether some partition moved without handing
+    anything out (read_committed archived an aborted transaction's batches: read again
+    at once rather than wait for an append)."""
     shares = _shares(ctx)
     group_id, member_id = request.group_id, request.member_id
     records_left = request.max_records
     bytes_left = request.max_bytes
     got = 0
     keys = []
+    moved = False
     now = ctx.services.now_ms()
     for tp in order:
         part = parts.setdefault(tp, _Partition(tp))
@@ -178,9 +185,9 @@ async def _fetch_round(ctx: RequestContext, request: Any, parts: dict[TP, _Parti
             lease = shares.lease_of(topic, TopicIdPartition(*tp))
             async with shares.lock(key):
                 sp = await shares.state(key, topic, lease, now)
-                data, batches = shares.read_for(sp, topic, bytes_left, records_left)
-                outcome, data = shares.acquire(sp, member_id, data, batches, records_left,
-                                               mode, now)
+                read = shares.read_for(sp, topic, bytes_left, records_left)
+                outcome, data = shares.acquire(sp, member_id, read, records_left, mode, now,
+                                               max(request.batch_size, 0))
                 code = await shares.persist(key, sp, outcome, lease)
         except ShareUnavailable as e:
             part.error, part.message = e.code, str(e)
@@ -197,7 +204,9 @@ async def _fetch_round(ctx: RequestContext, request: Any, parts: dict[TP, _Parti
             got += n
             records_left -= n
             bytes_left -= len(data)
-    return got, keys
+        elif outcome.records:
+            moved = True
+    return got, keys, moved
 
 
 def _answer(ctx: RequestContext, request: Any, parts: dict[TP, _Partition],
@@ -260,10 +269,12 @@ async def share_fetch(ctx: RequestContext, request: Any) -> Any:
     if fetching and order:
         deadline = time.monotonic() + max(request.max_wait.total_seconds(), 0)
         while True:
-            got, keys = await _fetch_round(ctx, request, parts, order, mode, readable)
+            got, keys, moved = await _fetch_round(ctx, request, parts, order, mode, readable)
             remaining = deadline - time.monotonic()
             if got or not keys or remaining <= 0 or any(p.news() for p in parts.values()):
                 break
+            if moved:
+                continue
             await ctx.services.waiters.wait(keys, remaining)
     listed = order if session.full else [tp for tp in order if parts.get(tp) and
                                          parts[tp].news()]

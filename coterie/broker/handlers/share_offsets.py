@@ -16,10 +16,11 @@ They go to the group's coordinator, which checks the group as Kafka 4.2's does:
   topics named; Alter sets each named partition's SPSO, which starts an empty window there
   (a new state epoch, as Kafka's InitializeShareGroupState does).
 
-Decision (docs/share-groups.md): in a cluster, Alter changes a partition's state where this
-broker leads the partition; for a partition another broker leads it answers
-NOT_LEADER_OR_FOLLOWER (the state is written under the partition's lease, and the
-coordinator does not hold it). Kafka's coordinator asks the share coordinator instead.
+Decision (docs/share-groups.md): in a cluster, Alter resets a partition's state under the
+lease where this broker leads the partition; for a partition another broker leads it writes
+the new state itself, with no lease and the next state epoch, which refuses the leader's
+older copy its next write (`SharePartitions.reset`). Kafka's coordinator asks the share
+coordinator, which fences by state epoch the same way.
 """
 
 from __future__ import annotations

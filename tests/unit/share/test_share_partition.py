@@ -316,3 +316,41 @@ def test_a_reset_starts_over_with_a_new_state_epoch_and_snapshot():
     assert h.ack("a", (5, 9, [ACCEPT])).error == ErrorCode.none  # below the start: done
     assert h.restart().durable_view() == (100, ())
     assert h.sp.state_epoch == 1
+
+
+def test_batch_size_cuts_batch_optimized_acquisitions_at_log_batch_starts():
+    """ShareFetch's BatchSize, as Kafka 4.2: the acquired records go out as AcquiredRecords
+    of at least BatchSize records, each cut where a fetched log batch starts; the records
+    acquired are the same. RECORD_LIMIT, or no BatchSize, does not cut."""
+    batches = [(0, 2), (3, 5), (6, 8), (9, 11), (12, 12)]
+    h = Harness()
+    got = h.keep(h.sp.acquire("a", batches, 500, 0, mode=AcquireMode.BATCH_OPTIMIZED,
+                              batch_size=4))
+    assert [(r.first_offset, r.last_offset) for r in got.acquired] == [(0, 5), (6, 11),
+                                                                        (12, 12)]
+    # Redelivered records are cut the same way, by the batches of the read.
+    h.expire(LOCK)
+    again = h.keep(h.sp.acquire("b", batches, 500, LOCK, mode=AcquireMode.BATCH_OPTIMIZED,
+                                batch_size=7))
+    assert [(r.first_offset, r.last_offset, r.delivery_count)
+            for r in again.acquired] == [(0, 8, 2), (9, 12, 2)]
+    for mode, size in ((AcquireMode.RECORD_LIMIT, 4), (AcquireMode.BATCH_OPTIMIZED, 0)):
+        fresh = Harness()
+        whole = fresh.sp.acquire("a", batches, 500, 0, mode=mode, batch_size=size)
+        assert [(r.first_offset, r.last_offset) for r in whole.acquired] == [(0, 12)]
+
+
+def test_a_full_window_takes_no_new_record_to_finish_a_redelivered_batch():
+    """Found by the interleavings property: a window already at max_record_locks whose
+    redelivery reaches max_records inside a read batch that runs past the window must not
+    acquire that batch's new records (BATCH_OPTIMIZED passes the bound by less than a batch
+    only when the bound is reached inside the batch)."""
+    h = Harness(ShareConfig(max_record_locks=3, delivery_count_limit=2,
+                            record_lock_duration_ms=LOCK))
+    bo = AcquireMode.BATCH_OPTIMIZED
+    h.keep(h.sp.acquire("a", [(0, 2)], 3, 0, mode=bo))
+    h.expire(LOCK)  # 0-2 available again; the window stays full
+    again = h.keep(h.sp.acquire("a", [(0, 1), (2, 3)], 3, LOCK, mode=bo))
+    assert [(r.first_offset, r.last_offset, r.delivery_count)
+            for r in again.acquired] == [(0, 2, 2)]
+    assert h.sp.next_offset == 3
