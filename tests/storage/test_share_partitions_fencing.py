@@ -41,7 +41,7 @@ class _Cluster:
 
 
 def _services(node_id: int, cluster: _Cluster, topic_id: Any) -> SimpleNamespace:
-    part = SimpleNamespace(log_start_offset=0, high_watermark=100,
+    part = SimpleNamespace(log_start_offset=0, local_start_offset=0, high_watermark=100,
                            offset_for_timestamp=lambda ts: None)
     return SimpleNamespace(
         config=SimpleNamespace(props={"group.share.record.lock.duration.ms": "30000"},
