@@ -10,6 +10,7 @@ docs/images/console-group.png when that file is missing or COTERIE_DOCS_SCREENSH
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.client
 import os
@@ -377,3 +378,33 @@ def test_coterie_console_logs_users_in_with_scram(sasl_broker: CoterieBroker,
         assert status == 200 and 'href="/topics/orders"' in body and "payments" not in body
     finally:
         terminate(proc, 10)
+
+
+def test_leases_are_shown_only_for_topics_the_user_may_describe(
+        sasl_broker: CoterieBroker) -> None:
+    # The lease reader stands in for the cluster's database (a lone broker on files has no
+    # leases; tests/cluster/test_cluster_console.py reads a real one): what is under test is
+    # that the brokers page filters leases by what the cluster lets the principal describe.
+    from coterie.console.admin_source import AdminSource
+    from coterie.console.views import Lease
+
+    async def leases() -> tuple[Lease, ...]:
+        return (Lease("__consumer_offsets-0", 1, 1, 5_000, "group", "__consumer_offsets"),
+                Lease("orders-0", 1, 1, 5_000, None, "orders"),
+                Lease("payments-0", 1, 1, 5_000, None, "payments"))
+
+    async def shown(user: str, password: str) -> set[str]:
+        source = AdminSource(
+            f"127.0.0.1:{sasl_broker.sasl_port}",  # type: ignore[attr-defined]
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.username": user, "sasl.password": password}, leases=leases)
+        try:
+            detail = await source.brokers()
+        finally:
+            await source.close()
+        assert detail.brokers and detail.leases is not None
+        return {lease.resource for lease in detail.leases}
+
+    assert asyncio.run(shown("alice", "alice-secret")) == {"orders-0"}
+    assert asyncio.run(shown("admin", "admin-secret")) == {
+        "__consumer_offsets-0", "orders-0", "payments-0"}
