@@ -48,13 +48,14 @@ GROUP = "big-group"
 PAGE = 100
 SESSION_MS = 600_000
 PIPELINE = 500  # heartbeats in flight on the connection at once
-# Bounds, with a wide margin for a shared 2-core machine. Measured: a page in 0.6-0.8 s; a
-# round trip beside it 6 ms at the median, 0.5 s at worst: the broker builds and encodes the
-# 10,000 members' ConsumerGroupDescribe answer on its loop in one step (~0.4 s), which a
-# request arriving meanwhile waits for (docs/operations.md, "Large groups").
+# Bounds, with a wide margin for a shared 2-core machine. Measured: a page in 0.4-0.8 s; a
+# round trip beside it 6 ms at the median, 90-130 ms at worst. Before the 10,000 members'
+# ConsumerGroupDescribe answer was built and encoded off the broker's loop, every page held
+# the loop ~0.4-0.5 s (a round trip or two per page waited that long): SLOW_S tells those.
 PAGE_S = 10.0
 ROUND_TRIP_MEDIAN_S = 0.1
-ROUND_TRIP_MAX_S = 2.0
+ROUND_TRIP_MAX_S = 1.0
+SLOW_S = 0.25
 SCRAPE_S = 5.0
 
 
@@ -200,6 +201,8 @@ def test_a_group_of_10000_members_renders_in_pages_while_the_broker_answers(
     assert found[("coterie_group_members", GROUP)] == MEMBERS
     assert statistics.median(round_trips) < ROUND_TRIP_MEDIAN_S, round_trips
     assert max(round_trips) < ROUND_TRIP_MAX_S, round_trips
+    # One hiccup of a loaded machine is forgiven, not one stall per page.
+    assert sum(t > SLOW_S for t in round_trips) <= 1, round_trips
     print(f"\n{MEMBERS} members joined in {joined_s:.1f} s; page 1 in {first_s:.2f} s; "
           f"{len(pages)} pages meanwhile, slowest {max(t for _, t, _ in pages):.2f} s; "
           f"{len(round_trips)} round trips, median {statistics.median(round_trips)*1000:.1f}"
