@@ -413,3 +413,28 @@ def test_leases_are_shown_only_for_topics_the_user_may_describe(
 
     assert run("alice", "alice-secret") == {"orders-0"}
     assert run("admin", "admin-secret") == {"__consumer_offsets-0", "orders-0", "payments-0"}
+
+
+def test_a_lease_table_out_of_reach_still_shows_the_brokers_and_says_why(
+        broker: CoterieBroker) -> None:
+    # The read function `coterie serve` hands its console, aimed at a port nothing listens
+    # on: the brokers page keeps its brokers and says why the leases are missing.
+    from coterie.console.admin_source import AdminSource
+    from coterie.console.lease_source import database_leases
+
+    dead = free_port()
+
+    async def brokers() -> object:
+        source = AdminSource(broker.bootstrap, leases=database_leases(
+            f"postgresql://coterie@127.0.0.1:{dead}/coterie", timeout_s=2))
+        try:
+            return await source.brokers()
+        finally:
+            await source.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        detail = pool.submit(asyncio.run, brokers()).result(60)
+    assert [b.port for b in detail.brokers] == [broker.port]  # type: ignore[attr-defined]
+    assert detail.leases is None  # type: ignore[attr-defined]
+    assert "OperationalError" in detail.leases_error  # type: ignore[attr-defined]
+    assert str(dead) in detail.leases_error  # type: ignore[attr-defined]
