@@ -55,7 +55,7 @@ PIPELINE = 500  # heartbeats in flight on the connection at once
 PAGE_S = 10.0
 ROUND_TRIP_MEDIAN_S = 0.1
 ROUND_TRIP_MAX_S = 1.0
-SLOW_S = 0.25
+SLOW_S = 0.3
 SCRAPE_S = 5.0
 
 
