@@ -1,7 +1,8 @@
 """Large answers without a stalled event loop.
 
 Most answers cost microseconds, but a legal request can ask for a lot: an OffsetFetch of
-250,000 partitions, a DescribeGroups of 10,000 groups, a ListGroups of every group. On the
+250,000 partitions, a DescribeGroups of 10,000 groups, a ListGroups of every group, a
+ConsumerGroupDescribe of a 10,000-member group (the web console's page of it). On the
 one event loop such an answer held every other connection for seconds (healthy members'
 heartbeats waited, sessions expired). Two measures bound that:
 

@@ -26,12 +26,16 @@ from coterie.client.cluster import parse_bootstrap
 from coterie.client.security import SASL_MECHANISMS, security_settings
 from coterie.console.admin_source import needs_login, source_factory
 from coterie.console.app import ConsoleApp
+from coterie.console.lease_source import database_leases
 from coterie.console.server import ConsoleError, ConsoleServer, ConsoleThread, parse_listen
+from coterie.console.views import LeaseReader
 
 
-def console_app(bootstrap: str, props: Mapping[str, str], page_timeout_s: float) -> ConsoleApp:
+def console_app(bootstrap: str, props: Mapping[str, str], page_timeout_s: float,
+                leases: LeaseReader | None = None) -> ConsoleApp:
     login = needs_login(props)
-    return ConsoleApp(source_factory(bootstrap, props, timeout_s=page_timeout_s),
+    return ConsoleApp(source_factory(bootstrap, props, timeout_s=page_timeout_s,
+                                     leases=leases),
                       needs_login=login, page_timeout_s=page_timeout_s + 2)
 
 
@@ -124,15 +128,26 @@ def broker_target(config: BrokerConfig, specs: list[Listener], port_of
     return bootstrap, {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": usable[0]}
 
 
-def start_broker_console(config: BrokerConfig, specs: list[Listener], port_of
-                         ) -> ConsoleThread | None:
+def start_broker_console(config: BrokerConfig, specs: list[Listener], port_of,
+                         leases: LeaseReader | None = None) -> ConsoleThread | None:
     """The console of `console.listen` in a thread of its own, or None when not set.
-    Raises ConsoleError when it cannot start."""
+    `leases` reads the cluster's leases for the brokers page (a broker on PostgreSQL:
+    `broker_leases`). Raises ConsoleError when it cannot start."""
     listen = config.console_listen
     if listen is None:
         return None
     host, port = parse_listen(listen)
     bootstrap, props = broker_target(config, specs, port_of)
-    thread = ConsoleThread(lambda: console_app(bootstrap, props, 10.0), host, port)
+    thread = ConsoleThread(lambda: console_app(bootstrap, props, 10.0, leases), host, port)
     thread.start()
     return thread
+
+
+def broker_leases(config: BrokerConfig) -> LeaseReader | None:
+    """What the broker's console reads the cluster's leases with: on PostgreSQL storage, a
+    connection of the console's own to the cluster's database (why not the broker's: see
+    coterie.console.lease_source); None on local files (a lone broker has no leases)."""
+    dsn = config.storage
+    if dsn is None:
+        return None
+    return database_leases(dsn, application_name=f"coterie console of node {config.node_id}")

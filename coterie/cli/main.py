@@ -15,8 +15,8 @@ import click
 from coterie.broker.add_scram import AddScramError, parse_add_scram
 from coterie.broker.config import BrokerConfig, ConfigError
 from coterie.broker.scram import ScramCredential
+from coterie.cli.console import broker_leases, start_broker_console
 from coterie.cli.console import console as console_command
-from coterie.cli.console import start_broker_console
 from coterie.console.server import ConsoleError
 
 
@@ -112,8 +112,10 @@ async def _serve(config: BrokerConfig,
         _fail(f"cannot listen on {where}: {reason}")
     try:
         # Its own thread and event loop: a console page never waits on, or delays, the
-        # broker's loop; it reads the broker through a listener like any client.
-        console = start_broker_console(config, broker.listener_specs, broker.listener_port)
+        # broker's loop; it reads the broker through a listener like any client, and the
+        # cluster's leases (on PostgreSQL) through a database connection of its own.
+        console = start_broker_console(config, broker.listener_specs, broker.listener_port,
+                                       broker_leases(config))
     except ConsoleError as e:
         await broker.stop()
         _fail(str(e))

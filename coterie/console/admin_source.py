@@ -38,6 +38,8 @@ from coterie.console.views import (
     Denied,
     GroupDetail,
     GroupRow,
+    Lease,
+    LeaseReader,
     MemberView,
     NotFound,
     PartitionLag,
@@ -80,9 +82,11 @@ class AdminSource:
     """A `ConsoleSource` over one AdminClient (one principal's connections)."""
 
     def __init__(self, bootstrap: str, security: Mapping[str, object] | None = None, *,
-                 timeout_s: float = 10.0, timeline: TimelineReader | None = None) -> None:
+                 timeout_s: float = 10.0, timeline: TimelineReader | None = None,
+                 leases: LeaseReader | None = None) -> None:
         self.admin = AdminClient(bootstrap, security=security, timeout_s=timeout_s)
         self.timeline = timeline or TimelineReader(bootstrap, security, timeout_s=timeout_s)
+        self.leases = leases  # None: the leases are not shown (no protocol lists them)
 
     async def close(self) -> None:
         await self.admin.close()
@@ -150,15 +154,41 @@ class AdminSource:
     # -- brokers ------------------------------------------------------------------------------
     async def brokers(self) -> BrokersDetail:
         self.admin.start_operation()
-        meta = await _guarded(self.admin.cluster.metadata([], deadline=self.admin.deadline()))
+        leases = None if self.leases is None else asyncio.ensure_future(self._leases())
+        try:
+            # With leases, every topic this principal may describe: a lease is shown only
+            # when its topic is (the cluster's ACLs decide, as on every other page).
+            meta = await _guarded(self.admin.cluster.metadata(
+                [] if leases is None else None, deadline=self.admin.deadline()))
+        except BaseException:
+            if leases is not None:
+                leases.cancel()
+            raise
+        held, error = (None, None) if leases is None else await leases
+        if held is not None:
+            visible = {name for name, t in meta.topics.items() if not t.error}
+            held = tuple(lease for lease in held
+                         if lease.topic is None or lease.topic in visible)
         return BrokersDetail(meta.cluster_id, tuple(
             BrokerView(n.node_id, n.host, n.port, n.rack, n.node_id == meta.controller_id)
             for n in sorted(meta.brokers.values(), key=lambda n: n.node_id)),
-            leases=None)
+            leases=held, leases_error=error)
+
+    async def _leases(self) -> tuple[tuple[Lease, ...] | None, str | None]:
+        """The cluster's leases, or why they could not be read (the brokers are shown
+        either way: the database being down is what an operator may be looking into)."""
+        assert self.leases is not None
+        try:
+            return await self.leases(), None
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            return None, f"{type(e).__name__}: {str(e).strip() or 'no answer'}"
 
 
 def source_factory(bootstrap: str, security: Mapping[str, object] | None = None,
-                   *, timeout_s: float = 10.0) -> Callable[..., AdminSource]:
+                   *, timeout_s: float = 10.0,
+                   leases: LeaseReader | None = None) -> Callable[..., AdminSource]:
     """Makes a source per user: with credentials, `security` plus that user's name and
     password (the mechanism and TLS settings stay the configured ones)."""
     base = dict(security or {})
@@ -169,7 +199,7 @@ def source_factory(bootstrap: str, security: Mapping[str, object] | None = None,
             props.pop("sasl.jaas.config", None)
             props["sasl.username"] = who.username  # type: ignore[attr-defined]
             props["sasl.password"] = who.password  # type: ignore[attr-defined]
-        return AdminSource(bootstrap, props, timeout_s=timeout_s)
+        return AdminSource(bootstrap, props, timeout_s=timeout_s, leases=leases)
 
     return make
 

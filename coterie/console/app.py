@@ -180,8 +180,9 @@ class ConsoleApp:
         return _html(render.topic_page(detail, page, who))  # type: ignore[arg-type]
 
     async def brokers(self, request: web.Request) -> web.Response:
+        page = parse_page(request.query.get("page"))
         detail, who = await self._read(request, lambda s: s.brokers())
-        return _html(render.brokers_page(detail, who))  # type: ignore[arg-type]
+        return _html(render.brokers_page(detail, who, page))  # type: ignore[arg-type]
 
     # -- errors -------------------------------------------------------------------------------
     @web.middleware

@@ -28,11 +28,17 @@ def _clock(ms: int | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} UTC"
 
 
+def _expiry(ms: int) -> str:
+    """How long until a lease expires ("in 4.2 s"), or since when it has been expired."""
+    return f"in {ms / 1000:.1f} s" if ms > 0 else f"expired {-ms / 1000:.1f} s ago"
+
+
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("coterie.console", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["urlpart"] = lambda s: quote(str(s), safe="")
     env.filters["clock"] = _clock
+    env.filters["expiry"] = _expiry
     return env
 
 
@@ -102,8 +108,13 @@ def topic_page(topic: TopicDetail, page: int = 1, principal: str | None = None) 
                    principal=principal)
 
 
-def brokers_page(detail: BrokersDetail, principal: str | None = None) -> str:
-    return _render("brokers.html", title="Brokers", detail=detail, principal=principal)
+def brokers_page(detail: BrokersDetail, principal: str | None = None, page: int = 1) -> str:
+    held: dict[int, int] = {}
+    for lease in detail.leases or ():
+        if lease.live and lease.holder is not None:
+            held[lease.holder] = held.get(lease.holder, 0) + 1
+    return _render("brokers.html", title="Brokers", detail=detail, principal=principal,
+                   held=held, leases=page_of(detail.leases or (), page), path="/brokers")
 
 
 def error_page(heading: str, message: str, hint: str | None = None,

@@ -8,7 +8,7 @@ one adapter behind `ConsoleSource`. Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -171,18 +171,38 @@ class BrokerView:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """A cluster lease on PostgreSQL storage: who holds what until when."""
+    """A cluster lease on PostgreSQL storage: who holds what, at which epoch, for how long.
 
-    holder: int
+    `resource` is `topic-N` for a partition (the lease's own name when its topic is gone);
+    `coordinator` says which coordinator's shard the partition is (`group` for
+    `__consumer_offsets`, `transaction` for `__transaction_state`), None for data; `holder`
+    is None once released; `expires_in_ms` is negative once expired (nobody renews it)."""
+
     resource: str
-    expires_ms: int
+    holder: int | None
+    epoch: int
+    expires_in_ms: int
+    coordinator: str | None = None
+    topic: str | None = None  # a partition's topic: the page shows what the user may describe
+
+    @property
+    def live(self) -> bool:
+        return self.holder is not None and self.expires_in_ms > 0
 
 
 @dataclass(frozen=True, slots=True)
 class BrokersDetail:
     cluster_id: str | None
     brokers: tuple[BrokerView, ...] = ()
-    leases: tuple[Lease, ...] | None = None  # None: leases are not shown (not exposed)
+    # None: leases are not shown (the console does not run in a broker of a cluster on
+    # PostgreSQL; the Kafka protocol has no request that lists them).
+    leases: tuple[Lease, ...] | None = None
+    leases_error: str | None = None  # why the lease table could not be read this time
+
+
+# Reads every lease of the cluster (`coterie serve` hands one to its console when its storage
+# is PostgreSQL: coterie.console.lease_source).
+LeaseReader = Callable[[], Awaitable[tuple[Lease, ...]]]
 
 
 class ConsoleSource(Protocol):

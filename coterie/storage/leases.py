@@ -17,12 +17,17 @@ on Kafka.
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from dataclasses import dataclass
+
 import psycopg
 
 from coterie.storage.api import Lease, Resource
 from coterie.storage.database import Database
 
-__all__ = ["acquire", "holder", "lost_because", "release", "renew", "renew_all"]
+__all__ = ["LeaseRow", "acquire", "every_lease", "holder", "lost_because", "release", "renew",
+           "renew_all"]
 
 _ACQUIRE = """
 INSERT INTO leases AS l (kind, name, owner, epoch, expires_at)
@@ -114,6 +119,43 @@ async def live_leases(db: Database) -> dict[Resource, Lease]:
             "WHERE owner IS NOT NULL AND expires_at > clock_timestamp()")
         rows = await cur.fetchall()
     return {Resource(k, n): Lease(Resource(k, n), int(o), int(e)) for k, n, o, e in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRow:
+    """One row of the lease table as an operator reads it (the console's brokers page): a
+    partition lease names its topic and partition (None: its topic is gone); `owner` is None
+    once released; `expires_in_ms` is by the database's clock, negative once expired."""
+
+    resource: Resource
+    owner: int | None
+    epoch: int
+    expires_in_ms: int
+    topic: str | None = None
+    partition: int | None = None
+
+
+async def every_lease(db: Database) -> list[LeaseRow]:
+    """Every row of the lease table, live or not, with the topic names of partition leases
+    (their names hold the topic id), in one read-only transaction: nothing is locked."""
+    async with db.transaction() as conn:
+        cur = await conn.execute(
+            "SELECT kind, name, owner, epoch, "
+            "(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint "
+            "FROM leases ORDER BY kind, name")
+        rows = await cur.fetchall()
+        cur = await conn.execute("SELECT topic_id, name FROM topics")
+        names = {tid: name for tid, name in await cur.fetchall()}
+    out = []
+    for kind, name, owner, epoch, left in rows:
+        topic, partition = None, None
+        if kind == "partition":
+            tid, _, index = name.rpartition("-")
+            with contextlib.suppress(ValueError):
+                topic, partition = names.get(uuid.UUID(tid)), int(index)
+        out.append(LeaseRow(Resource(kind, name), owner, int(epoch), int(left), topic,
+                            partition))
+    return out
 
 
 async def lost_because(conn: psycopg.AsyncConnection, lease: Lease) -> str:

@@ -10,6 +10,7 @@ docs/images/console-group.png when that file is missing or COTERIE_DOCS_SCREENSH
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.client
 import os
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -377,3 +379,62 @@ def test_coterie_console_logs_users_in_with_scram(sasl_broker: CoterieBroker,
         assert status == 200 and 'href="/topics/orders"' in body and "payments" not in body
     finally:
         terminate(proc, 10)
+
+
+def test_leases_are_shown_only_for_topics_the_user_may_describe(
+        sasl_broker: CoterieBroker) -> None:
+    # The lease reader stands in for the cluster's database (a lone broker on files has no
+    # leases; tests/cluster/test_cluster_console.py reads a real one): what is under test is
+    # that the brokers page filters leases by what the cluster lets the principal describe.
+    from coterie.console.admin_source import AdminSource
+    from coterie.console.views import Lease
+
+    async def leases() -> tuple[Lease, ...]:
+        return (Lease("__consumer_offsets-0", 1, 1, 5_000, "group", "__consumer_offsets"),
+                Lease("orders-0", 1, 1, 5_000, None, "orders"),
+                Lease("payments-0", 1, 1, 5_000, None, "payments"))
+
+    async def shown(user: str, password: str) -> set[str]:
+        source = AdminSource(
+            f"127.0.0.1:{sasl_broker.sasl_port}",  # type: ignore[attr-defined]
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.username": user, "sasl.password": password}, leases=leases)
+        try:
+            detail = await source.brokers()
+        finally:
+            await source.close()
+        assert detail.brokers and detail.leases is not None
+        return {lease.resource for lease in detail.leases}
+
+    def run(user: str, password: str) -> set[str]:
+        # On a thread of its own: the browser tests' Playwright keeps a loop in this one.
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, shown(user, password)).result(60)
+
+    assert run("alice", "alice-secret") == {"orders-0"}
+    assert run("admin", "admin-secret") == {"__consumer_offsets-0", "orders-0", "payments-0"}
+
+
+def test_a_lease_table_out_of_reach_still_shows_the_brokers_and_says_why(
+        broker: CoterieBroker) -> None:
+    # The read function `coterie serve` hands its console, aimed at a port nothing listens
+    # on: the brokers page keeps its brokers and says why the leases are missing.
+    from coterie.console.admin_source import AdminSource
+    from coterie.console.lease_source import database_leases
+
+    dead = free_port()
+
+    async def brokers() -> object:
+        source = AdminSource(broker.bootstrap, leases=database_leases(
+            f"postgresql://coterie@127.0.0.1:{dead}/coterie", timeout_s=2))
+        try:
+            return await source.brokers()
+        finally:
+            await source.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        detail = pool.submit(asyncio.run, brokers()).result(60)
+    assert [b.port for b in detail.brokers] == [broker.port]  # type: ignore[attr-defined]
+    assert detail.leases is None  # type: ignore[attr-defined]
+    assert "OperationalError" in detail.leases_error  # type: ignore[attr-defined]
+    assert str(dead) in detail.leases_error  # type: ignore[attr-defined]

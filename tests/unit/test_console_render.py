@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coterie.console import render, timeline_svg
+from coterie.console.lease_source import lease_view
 from coterie.console.paging import PAGE_SIZE, BadPage, page_of, parse_page
 from coterie.console.views import (
     BrokersDetail,
@@ -18,6 +19,7 @@ from coterie.console.views import (
     ConfigEntry,
     GroupDetail,
     GroupRow,
+    Lease,
     MemberView,
     Ownership,
     PartitionLag,
@@ -27,6 +29,8 @@ from coterie.console.views import (
     TopicDetail,
     TopicPartitionRef,
 )
+from coterie.storage.api import Resource
+from coterie.storage.leases import LeaseRow
 
 HOSTILE = "<script>alert(1)</script>\"'é"
 
@@ -160,3 +164,45 @@ def test_the_first_page_also_draws_members_that_are_gone() -> None:
 def test_brokers_page_says_when_leases_are_not_shown() -> None:
     html = render.brokers_page(BrokersDetail("c1", (BrokerView(1, "h", 9092, None, True),)))
     assert 'id="no-leases"' in html and "<td>h</td>" in html
+
+
+def test_brokers_page_lists_leases_with_holder_epoch_expiry_and_counts() -> None:
+    leases = (Lease("__consumer_offsets-0", 2, 3, 4_200, "group", "__consumer_offsets"),
+              Lease(f"{HOSTILE}-1", 1, 1, 900, None, HOSTILE),
+              Lease("t-2", None, 5, -1_500, None, "t"),  # released
+              Lease("t-3", 1, 2, -300, None, "t"))  # expired: nobody renews it
+    html = render.brokers_page(BrokersDetail(
+        "c1", (BrokerView(1, "h1", 9092), BrokerView(2, "h2", 9092)), leases))
+    assert 'id="no-leases"' not in html and 'id="leases"' in html
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "in 4.2 s" in html and "expired 1.5 s ago" in html and "released" in html
+    assert html.count('<tr class="lease dead">') == 2 and html.count('<tr class="lease">') == 2
+    # Live leases held, per broker: node 1 one (t-3 expired), node 2 one.
+    rows = re.findall(r'<td class="num">(\d+)</td><td>(h\d)</td>.*?'
+                      r'<td class="num">(\d+)</td></tr>', html, re.S)
+    assert [(n, h, c) for n, h, c in rows] == [("1", "h1", "1"), ("2", "h2", "1")]
+
+
+def test_brokers_page_pages_many_leases_and_says_why_none_could_be_read() -> None:
+    leases = tuple(Lease(f"t-{i}", 1, 1, 1_000, None, "t") for i in range(PAGE_SIZE + 5))
+    detail = BrokersDetail("c1", (BrokerView(1, "h", 9092),), leases)
+    assert render.brokers_page(detail, page=2).count('<tr class="lease">') == 5
+    assert 'rel="next"' in render.brokers_page(detail)
+    html = render.brokers_page(BrokersDetail("c1", (), None, "OperationalError: refused"))
+    assert 'id="leases-error"' in html and "refused" in html and 'id="no-leases"' not in html
+
+
+def test_lease_rows_become_topic_partitions_and_coordinator_shards() -> None:
+    def row(topic: str | None, partition: int, owner: int | None = 1) -> LeaseRow:
+        return LeaseRow(Resource("partition", f"0b9e2c4e-aaaa-4bbb-8ccc-000000000001-{partition}"),
+                        owner, 2, 1_000, topic, partition)
+
+    assert lease_view(row("__consumer_offsets", 4)).coordinator == "group"
+    assert lease_view(row("__consumer_offsets", 4)).resource == "__consumer_offsets-4"
+    assert lease_view(row("__transaction_state", 0)).coordinator == "transaction"
+    data = lease_view(row("orders", 7))
+    assert (data.resource, data.coordinator, data.holder, data.epoch) == ("orders-7", None, 1, 2)
+    gone = lease_view(row(None, 3, owner=None))  # its topic was deleted; released
+    assert gone.resource == "0b9e2c4e-aaaa-4bbb-8ccc-000000000001-3" and not gone.live
+    other = lease_view(LeaseRow(Resource("broker", "5"), 5, 1, 10))
+    assert other.resource == "broker 5" and other.coordinator is None
