@@ -107,6 +107,18 @@ class Read:
     aborted: list[tuple[int, int]] = field(default_factory=list)
 
 
+def _read_of(data: bytes, headers: list[Any], txns: list[AbortedTransaction]) -> Read:
+    """A Read of whole batches `data` with their `headers`; `txns` the aborted transactions
+    overlapping them (read_committed), whose data batches are listed for archiving."""
+    aborted: list[tuple[int, int]] = []
+    if txns:
+        aborted = aborted_batches(
+            (FetchedBatch(h.base_offset, h.last_offset, h.producer_id, h.is_transactional,
+                          h.is_control) for h in headers), txns)
+    return Read(data, [(h.base_offset, h.last_offset, h.position, h.end) for h in headers],
+                aborted)
+
+
 class SharePartitions:
     """Every share partition of this broker; see the module docstring."""
 
@@ -199,12 +211,7 @@ class SharePartitions:
                 self._check_subscribed(group_id, topic)
             strategy = self._group_config(group_id, "share.auto.offset.reset") or "latest"
             try:
-                # A cluster broker's copy may hold recent batches only: a share group
-                # starts within it (docs/cluster.md, "The copy of a partition").
-                start = resolve_start_offset(
-                    strategy, log_start_offset=part.local_start_offset,
-                    log_end_offset=part.high_watermark, now=now,
-                    offset_for_timestamp=lambda ts: _offset_in_copy(part, ts))
+                start = await self._start_offset(strategy, topic, partition, part, now)
             except OffsetNotAvailable as e:
                 raise ShareUnavailable(ErrorCode.offset_not_available, str(e)) from e
             sp, outcome = SharePartition.initialize(group_id, topic_id, partition, start, now,
@@ -402,8 +409,8 @@ class SharePartitions:
 
     # -- acquisition ----------------------------------------------------------------------
 
-    def read_for(self, sp: SharePartition, topic: str, max_bytes: int, max_records: int
-                 ) -> Read:
+    async def read_for(self, sp: SharePartition, topic: str, max_bytes: int,
+                       max_records: int) -> Read:
         """The whole batches at the share partition's next fetch offset, as stored.
 
         Only as far as one acquisition can reach: `max_records` past the window's end, and
@@ -415,19 +422,25 @@ class SharePartitions:
         read_committed (the group's share.isolation.level): only below the last stable
         offset, as Kafka's share fetch reads with TXN_COMMITTED isolation, so an open
         transaction holds delivery there; and the batches of aborted transactions in what
-        was read are listed, for `acquire` to archive."""
+        was read are listed, for `acquire` to archive.
+
+        A cluster broker's copy may hold recent batches only (docs/cluster.md, "The copy of
+        a partition"): below its start, the batches come from the database, one read, as a
+        Fetch below the copy does. The caller holds the share partition's lock, so nothing
+        else acquires meanwhile."""
         part = self._services.logs.partition(topic, sp.partition)
         if part is None:
             return Read()
-        # A cluster broker's copy may hold recent batches only: a share group reads from
-        # the copy's start (docs/cluster.md, "The copy of a partition").
-        offset = max(sp.next_fetch_offset(), part.local_start_offset)
+        offset = max(sp.next_fetch_offset(), part.log_start_offset)
         committed = sp.config.read_committed
         end = part.last_stable_offset if committed else part.high_watermark
         bound = min(end, sp.next_offset + max(max_records, 1),
                     sp.start_offset + sp.config.max_record_locks)
         if offset >= bound:
             return Read()
+        if offset < part.local_start_offset:
+            return await self._read_below_copy(topic, sp.partition, offset, max_bytes,
+                                               bound, end, committed)
         span = part.locate(offset, max(max_bytes, 1), bound)
         if span is None:  # the batch at `offset` holds the bound: that batch alone
             span = part.locate(offset, 1, end)
@@ -436,17 +449,79 @@ class SharePartitions:
         seg, start, stop = span
         data = seg.read_range(start, stop)
         headers = batch_headers(data)
-        aborted: list[tuple[int, int]] = []
+        txns: list[AbortedTransaction] = []
         if committed and headers:
             txns = [AbortedTransaction(t.producer_id, t.first_offset, t.last_offset)
                     for t in part.aborted_transactions(headers[0].base_offset,
                                                        headers[-1].next_offset)]
-            if txns:
-                aborted = aborted_batches(
-                    (FetchedBatch(h.base_offset, h.last_offset, h.producer_id,
-                                  h.is_transactional, h.is_control) for h in headers), txns)
-        return Read(data, [(h.base_offset, h.last_offset, h.position, h.end)
-                           for h in headers], aborted)
+        return _read_of(data, headers, txns)
+
+    async def _start_offset(self, strategy: str, topic: str, index: int, part: Any,
+                            now: int) -> int:
+        """Where a new share partition starts (`share.auto.offset.reset`). A cluster
+        broker's copy may hold recent batches only (docs/cluster.md, "The copy of a
+        partition"): a by_duration lookup the copy answers with its first offset may have an
+        earlier answer in the database, which is asked then."""
+        asked: list[int] = []
+
+        def in_copy(timestamp: int) -> int | None:
+            asked.append(timestamp)
+            return _offset_in_copy(part, timestamp)
+
+        def resolve(lookup: Any) -> int:
+            return resolve_start_offset(strategy, log_start_offset=part.log_start_offset,
+                                        log_end_offset=part.high_watermark, now=now,
+                                        offset_for_timestamp=lookup)
+
+        start = resolve(in_copy)
+        local = part.local_start_offset
+        cluster = self._services.cluster
+        if asked and start <= local and part.log_start_offset < local and cluster is not None:
+            led = cluster.serving(topic, index)
+            if led is None:
+                raise ShareUnavailable(ErrorCode.not_leader_or_follower,
+                                       f"this broker does not lead {topic}-{index}")
+            try:
+                found = _offset_of(await cluster.offset_for_timestamp(led, asked[0]))
+            except Exception as e:  # the database failed: retriable, never a crash
+                raise ShareUnavailable(ErrorCode.kafka_storage_error,
+                                       f"looking up {topic}-{index} by time in the "
+                                       f"database failed: {e}") from e
+            start = resolve(lambda _ts: found)
+        return start
+
+    async def _read_below_copy(self, topic: str, index: int, offset: int, max_bytes: int,
+                               bound: int, end: int, committed: bool) -> Read:
+        """`read_for` below a cluster broker's copy: the database's whole batches from
+        `offset`, cut at the first batch reaching `bound` (at least one batch, none at or
+        past `end`)."""
+        cluster = self._services.cluster
+        led = cluster.serving(topic, index) if cluster is not None else None
+        if led is None:
+            raise ShareUnavailable(ErrorCode.not_leader_or_follower,
+                                   f"this broker does not lead {topic}-{index}")
+        try:
+            data = await cluster.read_below_copy(led, offset, max(max_bytes, 1))
+            headers = batch_headers(data)
+            kept = []
+            for h in headers:
+                if h.base_offset >= end or (kept and h.base_offset >= bound):
+                    break
+                kept.append(h)
+            data = data[:kept[-1].end] if kept else b""
+            txns: list[AbortedTransaction] = []
+            if committed and kept:
+                txns = [AbortedTransaction(t.producer_id, t.first_offset, t.last_offset)
+                        for t in await cluster.aborted_below_copy(
+                            led, kept[0].base_offset, kept[-1].next_offset)]
+        except ShareUnavailable:
+            raise
+        except Exception as e:  # the database failed: retriable, never a crash
+            log.warning("share read of %s-%d from offset %d in the database failed: %s",
+                        topic, index, offset, str(e).strip() or type(e).__name__)
+            raise ShareUnavailable(ErrorCode.kafka_storage_error,
+                                   f"reading {topic}-{index} from the database failed") from e
+        return _read_of(data, kept, txns)
 
     @staticmethod
     def acquire(sp: SharePartition, member_id: str, read: Read, max_records: int,
@@ -532,5 +607,5 @@ def _offset_of(found: Any) -> int | None:
 
 def _offset_in_copy(part: Any, timestamp: int) -> int | None:
     """The timestamp lookup of a share partition's start, within the copy a cluster broker
-    holds (all of the log elsewhere)."""
+    holds (all of the log elsewhere; `_start_offset` asks the database below it)."""
     return _offset_of(part.offset_for_timestamp(timestamp, within_copy=True))

@@ -6,9 +6,10 @@ What must hold, as if the whole partition had been copied: consumers read from o
 the end, every record exact; the idempotent producer goes on without a duplicate or an
 OutOfOrderSequence; the transaction left open below the copy is committed and counts;
 read_committed readers skip the aborted records below the copy; a timestamp lookup below
-the copy finds its record. And the takeover reads about the bound, not the partition: the
-new leader's log says how many bytes it copied. As the copy grows again it is trimmed back
-to its bound (the files on the leader's disk)."""
+the copy finds its record; a share group starting at the earliest offset gets every record,
+those below the copy read from the database. And the takeover reads about the bound, not
+the partition: the new leader's log says how many bytes it copied. As the copy grows again
+it is trimmed back to its bound (the files on the leader's disk)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from tests.cluster.test_cluster_clients import create, leaders
 from tests.fixtures.coterie_cluster import running_cluster, wait_until
@@ -188,3 +196,24 @@ def test_a_partition_past_the_copy_bound_taken_over_after_a_kill(tmp_path, postg
         assert [v for _, v in again if v.startswith(b"idem")] == [value("idem", i)
                                                                  for i in range(6000)]
 
+        # A share group starting at the earliest offset: every record, those below the copy
+        # read from the database (a Fetch's rule; read_uncommitted, so the aborted ones too).
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        (future,) = admin.incremental_alter_configs([ConfigResource(
+            ResourceType.GROUP, "below-copy", incremental_configs=[ConfigEntry(
+                "share.auto.offset.reset", "earliest",
+                incremental_operation=AlterConfigOpType.SET)])]).values()
+        future.result(10)
+        share = ShareConsumer({"bootstrap.servers": cluster.bootstrap,
+                               "group.id": "below-copy"})
+        share.subscribe([TOPIC])
+        shared: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 90
+        try:
+            while len(shared) < total + 2000 and time.monotonic() < deadline:
+                shared += [(m.offset(), m.value()) for m in share.poll(0.5) or ()
+                           if m.error() is None]
+        finally:
+            share.close()
+        assert sorted(shared) == sorted(again), (len(shared), len(again))
+        assert min(o for o, _ in shared) == 0 < copy_start

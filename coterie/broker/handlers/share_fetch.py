@@ -185,7 +185,7 @@ async def _fetch_round(ctx: RequestContext, request: Any, parts: dict[TP, _Parti
             lease = shares.lease_of(topic, TopicIdPartition(*tp))
             async with shares.lock(key):
                 sp = await shares.state(key, topic, lease, now)
-                read = shares.read_for(sp, topic, bytes_left, records_left)
+                read = await shares.read_for(sp, topic, bytes_left, records_left)
                 outcome, data = shares.acquire(sp, member_id, read, records_left, mode, now,
                                                max(request.batch_size, 0))
                 code = await shares.persist(key, sp, outcome, lease)
