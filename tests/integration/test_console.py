@@ -53,6 +53,15 @@ TOPIC, PARTITIONS = "orders", 6
 DOCS_IMAGE = Path(__file__).resolve().parents[2] / "docs" / "images" / "console-group.png"
 
 
+def _keep_for_docs(shot: Path, image: Path) -> None:
+    """A screenshot becomes the docs' one when that is missing, or on request
+    (COTERIE_DOCS_SCREENSHOTS=1): not on every run, which would leave every checkout with
+    a changed image."""
+    if os.environ.get("COTERIE_DOCS_SCREENSHOTS") == "1" or not image.exists():
+        image.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, image)
+
+
 def _get(port: int, path: str, auth: tuple[str, str] | None = None,
          timeout: float = 30.0) -> tuple[int, str, dict[str, str]]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -167,9 +176,16 @@ def test_a_live_cooperative_rebalance_shows_members_partitions_and_the_timeline(
         assert shot.stat().st_size > 10_000
         # The docs' screenshot is this one: made when missing, or renewed on request (not on
         # every run, which would leave every checkout with a changed image).
-        if os.environ.get("COTERIE_DOCS_SCREENSHOTS") == "1" or not DOCS_IMAGE.exists():
-            DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(shot, DOCS_IMAGE)
+        _keep_for_docs(shot, DOCS_IMAGE)
+        # The groups and the topic's pages, for the docs too.
+        for path, name, marker in (("/", "console-groups.png", "group"),
+                                   (f"/topics/{TOPIC}", "console-topic.png", TOPIC)):
+            page.goto(f"http://127.0.0.1:{port}{path}")
+            assert marker in page.inner_text("main")
+            other = tmp_path / name
+            page.screenshot(path=str(other), full_page=True)
+            assert other.stat().st_size > 5_000
+            _keep_for_docs(other, DOCS_IMAGE.with_name(name))
         page.close()
     finally:
         for m in members:
