@@ -89,7 +89,8 @@ class BrokerMetrics:
             registry=r)
         self.errors = Counter(
             "kafka_network_requestmetrics_errors", "Answers with a top-level error code "
-            "other than NONE, per API and error", ["request", "error"], registry=r)
+            "other than NONE, per API, version and error", ["request", "version", "error"],
+            registry=r)
         self.connections_open = Gauge(
             "kafka_server_socket_server_metrics_connection_count",
             "Client connections open, per listener", ["listener"], registry=r)
@@ -163,7 +164,7 @@ class BrokerMetrics:
         children[1].observe(time.perf_counter() - started)
         code = getattr(response, "error_code", None)
         if code:
-            self.errors.labels(api.name, _error_name(code)).inc()
+            self.errors.labels(api.name, str(version), _error_name(code)).inc()
 
     def accepted(self, listener: str) -> None:
         self.connections_accepted.labels(listener).inc()

@@ -9,6 +9,8 @@ Kafka tool's rules: a dry run unless `--execute`, and only for an inactive group
 from __future__ import annotations
 
 import datetime
+import re
+import time
 from typing import Any
 
 import click
@@ -241,15 +243,37 @@ def parse_datetime(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
+                       r"(?:([-+]?\d+(?:[.,]\d{1,9})?)S)?)?", re.IGNORECASE)
+
+
+def parse_duration_ms(text: str) -> int:
+    """Kafka's --by-duration: an ISO 8601 duration PnDTnHnMnS (java.time.Duration's form:
+    days, hours, minutes, seconds with a fraction; e.g. PT15M, P1DT2H, PT0.5S), in ms."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or not any(m.group(i) for i in range(2, 6)) or text.strip().upper().endswith("T"):
+        raise click.BadParameter(f"{text!r} is not a duration PnDTnHnMnS (e.g. PT15M)",
+                                 param_hint="--by-duration")
+    days, hours, minutes = (int(m.group(i) or 0) for i in (2, 3, 4))
+    seconds = float((m.group(5) or "0").replace(",", "."))
+    total = ((days * 24 + hours) * 60 + minutes) * 60_000 + round(seconds * 1000)
+    total = -total if m.group(1) == "-" else total
+    if total < 0:
+        raise click.BadParameter("must not be negative", param_hint="--by-duration")
+    return total
+
+
 def _reset_spec(to_earliest: bool, to_latest: bool, to_datetime: str | None,
-                shift_by: int | None, to_offset: int | None) -> ResetSpec:
+                shift_by: int | None, to_offset: int | None,
+                by_duration: str | None = None) -> ResetSpec:
     chosen = [name for name, on in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
                                     ("--to-datetime", to_datetime is not None),
+                                    ("--by-duration", by_duration is not None),
                                     ("--shift-by", shift_by is not None),
                                     ("--to-offset", to_offset is not None)) if on]
     if len(chosen) != 1:
         raise click.UsageError("give exactly one of --to-earliest, --to-latest, "
-                               "--to-datetime, --shift-by, --to-offset"
+                               "--to-datetime, --by-duration, --shift-by, --to-offset"
                                + (f" (got {', '.join(chosen)})" if chosen else ""))
     if to_earliest:
         return ResetSpec("earliest")
@@ -257,6 +281,8 @@ def _reset_spec(to_earliest: bool, to_latest: bool, to_datetime: str | None,
         return ResetSpec("latest")
     if to_datetime is not None:
         return ResetSpec("datetime", parse_datetime(to_datetime))
+    if by_duration is not None:  # as Kafka's tool: the time that long before now
+        return ResetSpec("datetime", int(time.time() * 1000) - parse_duration_ms(by_duration))
     if shift_by is not None:
         return ResetSpec("shift", shift_by)
     assert to_offset is not None
@@ -277,20 +303,22 @@ def _reset_spec(to_earliest: bool, to_latest: bool, to_datetime: str | None,
 @click.option("--to-latest", is_flag=True, help="To the log end offset.")
 @click.option("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
               help="To the first offset at or after this time (local time unless a zone).")
+@click.option("--by-duration", metavar="PnDTnHnMnS",
+              help="To the first offset at or after that long before now (e.g. PT15M).")
 @click.option("--shift-by", type=int, metavar="N", help="Move the committed offset by N.")
 @click.option("--to-offset", type=int, metavar="N", help="To offset N.")
 @click.option("--dry-run/--execute", "dry_run", default=True, show_default=True,
               help="Only print the new offsets (default), or commit them.")
 def reset_offsets_command(group: str, connection: Connection, output: str,
                           topics: tuple[str, ...], all_topics: bool, to_earliest: bool,
-                          to_latest: bool, to_datetime: str | None, shift_by: int | None,
-                          to_offset: int | None, dry_run: bool) -> None:
+                          to_latest: bool, to_datetime: str | None, by_duration: str | None,
+                          shift_by: int | None, to_offset: int | None, dry_run: bool) -> None:
     """Move an inactive group's committed offsets (a dry run unless --execute).
 
     New offsets are kept within the log (between its start and end offsets)."""
     if bool(topics) == all_topics:
         raise click.UsageError("give --topic (one or more) or --all-topics")
-    spec = _reset_spec(to_earliest, to_latest, to_datetime, shift_by, to_offset)
+    spec = _reset_spec(to_earliest, to_latest, to_datetime, shift_by, to_offset, by_duration)
     scope = None if all_topics else parse_topic_partitions(topics)
 
     async def work(admin: AdminClient) -> list[OffsetChange]:

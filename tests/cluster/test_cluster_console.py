@@ -13,6 +13,7 @@ import html
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,21 @@ def test_brokers_page_shows_every_lease_and_its_move_after_a_kill(
               and all(rows[r].live and rows[r].holder in (1, 2, 3) for r in wanted))
         return rows if ok else None
 
-    before = wait_until(settled, 60, "every lease live on the brokers page")
+    def steady() -> dict[str, Row] | None:
+        """The leases settled, and still where they were 3 s later: at a cluster's start
+        the brokers still even out their shares (a lease can move once more after every
+        lease is live), and the comparison after the kill needs the spread it ended with."""
+        first = settled()
+        if first is None:
+            return None
+        time.sleep(3)
+        again = settled()
+        same = again is not None and all(
+            (again[r].holder, again[r].epoch) == (first[r].holder, first[r].epoch)
+            for r in wanted)
+        return again if same else None
+
+    before = wait_until(steady, 90, "every lease live on the brokers page, and staying put")
     body = _page(port)
     assert 'id="no-leases"' not in body and 'id="leases-error"' not in body
     assert all(before[f"__consumer_offsets-{p}"].coordinator == "group"
@@ -136,8 +151,13 @@ def test_brokers_page_shows_every_lease_and_its_move_after_a_kill(
     for r in moved:  # a new tenure: a new holder at a higher epoch
         assert after[r].holder in {1, 2, 3} - {victim}
         assert after[r].epoch > before[r].epoch, (r, before[r], after[r])
-    for r in wanted - moved:  # the survivors kept theirs
-        assert after[r].holder == before[r].holder
+    for r in wanted - moved:
+        # Held by a survivor. Each topic's partitions are spread evenly over the live brokers
+        # (coterie.storage.tenure.spread), so one of a survivor's may move to the other
+        # survivor too: then it is a new tenure, at a higher epoch.
+        assert after[r].holder in {1, 2, 3} - {victim}
+        if after[r].holder != before[r].holder:
+            assert after[r].epoch > before[r].epoch, (r, before[r], after[r])
 
     # `coterie console` against the cluster has no database: no leases, said so.
     listen = free_port()

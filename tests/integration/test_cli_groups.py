@@ -167,6 +167,15 @@ def test_reset_offsets_changes_nothing_without_execute(broker, groups_state, kin
     assert "dry run" in plan.stderr
     assert committed() == [COMMITTED[p] for p in range(PARTITIONS)]
 
+    # --by-duration, as Kafka's tool: every record is younger than an hour (the log start),
+    # none is younger than nothing (the log end); a dry run either way.
+    for duration, expected in (("PT1H", 0), ("PT0S", PER_PARTITION)):
+        planned = cli_json(broker, "groups", "reset-offsets", group, "--all-topics",
+                           "--by-duration", duration)
+        assert planned["executed"] is False
+        assert [o["new_offset"] for o in planned["offsets"]] == [expected] * PARTITIONS
+    assert committed() == [COMMITTED[p] for p in range(PARTITIONS)]
+
     shifted = cli_json(broker, "groups", "reset-offsets", group, "--all-topics",
                        "--shift-by", "-2", "--execute")
     assert shifted["executed"] is True

@@ -189,6 +189,8 @@ def test_a_scrape_during_a_rebalance_shows_requests_members_epoch_and_lag(coteri
     # A first JoinGroup without a member id is answered MEMBER_ID_REQUIRED (KIP-394).
     assert total(after, "kafka_network_requestmetrics_errors_total", request="JoinGroup",
                  error="MEMBER_ID_REQUIRED") >= 2
+    assert all(ls["version"].isdigit()
+               for ls, _ in after["kafka_network_requestmetrics_errors_total"])
     # The group: two members, a generation per rebalance, both rebalances counted, timed.
     assert value(after, "coterie_group_epoch", group=group, type="classic") >= 2
     assert value(after, "coterie_group_rebalances_total", group=group) >= 2

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coterie.cli.groups import _reset_spec, parse_datetime, parse_topic_partitions
+from coterie.cli.groups import (
+    _reset_spec,
+    parse_datetime,
+    parse_duration_ms,
+    parse_topic_partitions,
+)
 
 
 def test_topic_specs_name_topics_or_some_of_their_partitions():
@@ -48,3 +53,26 @@ def test_exactly_one_reset_target():
         _reset_spec(False, False, None, None, None)
     with pytest.raises(click.BadParameter):
         _reset_spec(False, False, None, None, -1)
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("PT15M", 15 * 60_000), ("P1DT2H", 26 * 3_600_000), ("PT0.5S", 500), ("pt1h30m", 5_400_000),
+    ("P2D", 2 * 86_400_000), ("PT1M-30S", 30_000), ("PT0S", 0)])
+def test_by_duration_reads_java_durations(text, ms):
+    assert parse_duration_ms(text) == ms
+
+
+@pytest.mark.parametrize("text", ["", "P", "PT", "P1DT", "15M", "PT1X", "-PT5M", "P1W"])
+def test_malformed_or_negative_durations_are_usage_errors(text):
+    with pytest.raises(click.BadParameter):
+        parse_duration_ms(text)
+
+
+def test_by_duration_is_a_time_that_long_before_now():
+    import time
+
+    spec = _reset_spec(False, False, None, None, None, "PT1H")
+    assert spec.kind == "datetime"
+    assert abs(spec.value - (time.time() * 1000 - 3_600_000)) < 5_000
+    with pytest.raises(click.UsageError):
+        _reset_spec(False, True, None, None, None, "PT1H")
