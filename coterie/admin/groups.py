@@ -143,15 +143,28 @@ def _classic_assignment(protocol_type: str, data: bytes) -> tuple[TopicPartition
         return ()
 
 
-async def _describe_consumer(admin: AdminClient, group_id: str) -> GroupDescription | None:
+async def _described_one(admin: AdminClient, group_id: str, api_key: ApiKey, name: str,
+                         ids_field: str) -> tuple[Any, Any] | None:
+    """Ask the group's coordinator with a describe API of one group type: (the group's
+    entry, the coordinator), None when that type has no such group, AdminError on any
+    other error."""
     response, node = await admin.to_coordinator(
-        group_id, ApiKey.CONSUMER_GROUP_DESCRIBE,
-        {"group_ids": [group_id], "include_authorized_operations": False}, _error)
+        group_id, api_key, {ids_field: [group_id], "include_authorized_operations": False},
+        _error)
     g = response.groups[0]
     if g.error_code == ErrorCode.group_id_not_found:
         return None
     if g.error_code != ErrorCode.none:
-        raise _failed("ConsumerGroupDescribe", group_id, g.error_code, g.error_message)
+        raise _failed(name, group_id, g.error_code, getattr(g, "error_message", None))
+    return g, node
+
+
+async def _describe_consumer(admin: AdminClient, group_id: str) -> GroupDescription | None:
+    found = await _described_one(admin, group_id, ApiKey.CONSUMER_GROUP_DESCRIBE,
+                                 "ConsumerGroupDescribe", "group_ids")
+    if found is None:
+        return None
+    g, node = found
     members = tuple(MemberDescription(
         member_id=m.member_id, client_id=m.client_id, host=m.client_host,
         instance_id=m.instance_id, assignment=_partitions(m.assignment),
@@ -163,16 +176,11 @@ async def _describe_consumer(admin: AdminClient, group_id: str) -> GroupDescript
 
 
 async def _describe_classic(admin: AdminClient, group_id: str) -> GroupDescription | None:
-    response, node = await admin.to_coordinator(
-        group_id, ApiKey.DESCRIBE_GROUPS,
-        {"groups": [group_id], "include_authorized_operations": False}, _error)
-    g = response.groups[0]
-    if g.error_code == ErrorCode.group_id_not_found or (
-            g.error_code == ErrorCode.none and g.group_state == "Dead"):
+    found = await _described_one(admin, group_id, ApiKey.DESCRIBE_GROUPS, "DescribeGroups",
+                                 "groups")
+    if found is None or found[0].group_state == "Dead":
         return None
-    if g.error_code != ErrorCode.none:
-        raise _failed("DescribeGroups", group_id, g.error_code,
-                      getattr(g, "error_message", None))
+    g, node = found
     members = tuple(MemberDescription(
         member_id=m.member_id, client_id=m.client_id, host=m.client_host,
         instance_id=getattr(m, "group_instance_id", None),
@@ -183,14 +191,11 @@ async def _describe_classic(admin: AdminClient, group_id: str) -> GroupDescripti
 
 
 async def _describe_share(admin: AdminClient, group_id: str) -> GroupDescription | None:
-    response, node = await admin.to_coordinator(
-        group_id, ApiKey.SHARE_GROUP_DESCRIBE,
-        {"group_ids": [group_id], "include_authorized_operations": False}, _error)
-    g = response.groups[0]
-    if g.error_code == ErrorCode.group_id_not_found:
+    found = await _described_one(admin, group_id, ApiKey.SHARE_GROUP_DESCRIBE,
+                                 "ShareGroupDescribe", "group_ids")
+    if found is None:
         return None
-    if g.error_code != ErrorCode.none:
-        raise _failed("ShareGroupDescribe", group_id, g.error_code, g.error_message)
+    g, node = found
     members = tuple(MemberDescription(
         member_id=m.member_id, client_id=m.client_id, host=m.client_host, instance_id=None,
         assignment=_partitions(m.assignment), epoch=int(m.member_epoch))
@@ -210,14 +215,11 @@ def _task_partitions(assignment: Any, sources: dict[str, tuple[str, ...]]
 
 
 async def _describe_streams(admin: AdminClient, group_id: str) -> GroupDescription | None:
-    response, node = await admin.to_coordinator(
-        group_id, ApiKey.STREAMS_GROUP_DESCRIBE,
-        {"group_ids": [group_id], "include_authorized_operations": False}, _error)
-    g = response.groups[0]
-    if g.error_code == ErrorCode.group_id_not_found:
+    found = await _described_one(admin, group_id, ApiKey.STREAMS_GROUP_DESCRIBE,
+                                 "StreamsGroupDescribe", "group_ids")
+    if found is None:
         return None
-    if g.error_code != ErrorCode.none:
-        raise _failed("StreamsGroupDescribe", group_id, g.error_code, g.error_message)
+    g, node = found
     sources = {s.subtopology_id: tuple(s.source_topics)
                for s in ((g.topology.subtopologies or ()) if g.topology else ())}
     members = tuple(MemberDescription(
